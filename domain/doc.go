@@ -1,0 +1,10 @@
+// Package domain holds the Partner Giving service's vocabulary: identifiers,
+// value types, the event catalogue, and each aggregate's rules written as
+// pure functions. Every state change the service makes is decided here, from
+// an aggregate's past events and a command, and returned as a new event for
+// the ledger to store.
+//
+// The package does no I/O: it never logs, never talks to NATS, bbolt or HTTP,
+// and can be read and tested on its own. Everything above it (eventlog,
+// projections, httpapi, dispatcher) depends on it, never the other way round.
+package domain

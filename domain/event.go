@@ -1,0 +1,167 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Payload is the body of one event type. Each payload struct is the
+// allowlist of what its event can carry: a field that is not in the struct
+// cannot reach the ledger, a webhook or the feed.
+type Payload interface {
+	EventType() string
+}
+
+// Event is one fact in the ledger. PartnerID and AggregateID place it in the
+// ledger (they become subject tokens); the rest is the envelope partners see
+// for public events.
+type Event struct {
+	ID          string
+	Type        string
+	OccurredAt  time.Time
+	PartnerID   string
+	AggregateID string
+	ChurchID    string
+	Payload     Payload
+}
+
+// NewEvent stamps a payload with a fresh event id and the time it happened.
+func NewEvent(partnerID, aggregateID, churchID string, at time.Time, p Payload) Event {
+	return Event{
+		ID:          NewID(PrefixEvent),
+		Type:        p.EventType(),
+		OccurredAt:  at.UTC().Truncate(time.Millisecond),
+		PartnerID:   partnerID,
+		AggregateID: aggregateID,
+		ChurchID:    churchID,
+		Payload:     p,
+	}
+}
+
+// TimeLayout is how every timestamp the service shows is written: ISO 8601 in
+// UTC with exactly three fraction digits.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime writes t in TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// envelope is the wire shape shared by webhooks and the feed. Field order is
+// fixed so that the same event always serialises to the same bytes.
+type envelope struct {
+	EventID    string          `json:"event_id"`
+	EventType  string          `json:"event_type"`
+	OccurredAt string          `json:"occurred_at"`
+	ChurchID   *string         `json:"church_id"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+// Envelope returns the event's JSON envelope. The ledger stores exactly these
+// bytes, and the feed and webhooks send them unchanged.
+func (e Event) Envelope() ([]byte, error) {
+	spec, ok := catalogue[e.Type]
+	if !ok {
+		return nil, fmt.Errorf("envelope: unknown event type %q", e.Type)
+	}
+	if e.Payload == nil || e.Payload.EventType() != e.Type {
+		return nil, fmt.Errorf("envelope: payload does not match event type %q", e.Type)
+	}
+	payload, err := json.Marshal(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("envelope %s: %w", e.Type, err)
+	}
+	env := envelope{EventID: e.ID, EventType: e.Type, OccurredAt: FormatTime(e.OccurredAt), Payload: payload}
+	if e.ChurchID != "" || spec.Public {
+		church := e.ChurchID
+		env.ChurchID = &church
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, fmt.Errorf("envelope %s: %w", e.Type, err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// DecodeEnvelope turns stored envelope bytes back into an Event. The caller
+// supplies the partner and aggregate, which the ledger keeps in the subject.
+func DecodeEnvelope(partnerID, aggregateID string, data []byte) (Event, error) {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return Event{}, fmt.Errorf("decode envelope: %w", err)
+	}
+	spec, ok := catalogue[env.EventType]
+	if !ok {
+		return Event{}, fmt.Errorf("decode envelope: unknown event type %q", env.EventType)
+	}
+	at, err := time.Parse(TimeLayout, env.OccurredAt)
+	if err != nil {
+		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", env.EventID, err)
+	}
+	p := spec.New()
+	if err := json.Unmarshal(env.Payload, p); err != nil {
+		return Event{}, fmt.Errorf("decode envelope %s: payload: %w", env.EventID, err)
+	}
+	ev := Event{ID: env.EventID, Type: env.EventType, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID, Payload: p}
+	if env.ChurchID != nil {
+		ev.ChurchID = *env.ChurchID
+	}
+	return ev, nil
+}
+
+// EventSpec describes one event type in the catalogue.
+type EventSpec struct {
+	Type string
+	// Public events reach partners through webhooks and the feed. Internal
+	// events stay in the ledger for the service's own use.
+	Public bool
+	// Summary says when the event happens, for documentation.
+	Summary string
+	New     func() Payload
+}
+
+var (
+	catalogue     = map[string]EventSpec{}
+	eventTypeForm = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*$`)
+)
+
+// register adds a payload type to the catalogue. Event types are two
+// lowercase tokens joined by a dot, because the ledger uses them as two
+// subject tokens.
+// Payload methods have pointer receivers, so a decoded payload and a freshly
+// decided one are the same Go type.
+func register[T any, P interface {
+	*T
+	Payload
+}](public bool, summary string) {
+	typ := P(new(T)).EventType()
+	if !eventTypeForm.MatchString(typ) {
+		panic("domain: malformed event type " + typ)
+	}
+	if _, dup := catalogue[typ]; dup {
+		panic("domain: event type registered twice: " + typ)
+	}
+	catalogue[typ] = EventSpec{Type: typ, Public: public, Summary: summary, New: func() Payload { return P(new(T)) }}
+}
+
+// EventTypeSpec returns the catalogue entry for typ.
+func EventTypeSpec(typ string) (EventSpec, bool) {
+	s, ok := catalogue[typ]
+	return s, ok
+}
+
+// PublicEventTypes lists the event types partners can subscribe to, sorted.
+func PublicEventTypes() []string {
+	var out []string
+	for t, s := range catalogue {
+		if s.Public {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

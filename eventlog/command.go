@@ -1,0 +1,132 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// History is what a command sees of its aggregate before deciding.
+type History struct {
+	// Events are the aggregate's events, oldest first. Empty when the
+	// command asked for LastOnly.
+	Events []domain.Event
+	// Last is the sequence of the aggregate's newest event, 0 if none. The
+	// append is conditional on it.
+	Last uint64
+}
+
+// Command is one state change: which aggregate it touches and how it decides.
+// Every entry point (the API, the vendor edge, the CLI) runs commands through
+// Execute, so every write gets the same concurrency and dedup guarantees.
+type Command struct {
+	Partner   string
+	Aggregate string
+	// MsgID is the dedup id. Commands that carry an Idempotency-Key derive it
+	// from the key, so a retry can never append twice.
+	MsgID string
+	// LastOnly skips loading the events: the aggregate is long and Decide
+	// reads the projections instead, after they reach History.Last.
+	LastOnly bool
+	// Recall, when set, finds an earlier append with MsgID. It is used when a
+	// request is retried after a crash, to answer with what was already done
+	// instead of deciding again.
+	Recall func(ctx context.Context, msgID string) (Record, bool, error)
+	// Decide returns the event to append, or nil when nothing changes.
+	Decide func(ctx context.Context, h History) (*domain.Event, error)
+}
+
+// Outcome is what a command did.
+type Outcome struct {
+	// Record is the stored event, or nil when Decide returned nil.
+	Record *Record
+	// Replayed is true when the event was appended by an earlier run of the
+	// same command (same MsgID) and nothing new was stored.
+	Replayed bool
+}
+
+// maxAttempts bounds the reload-and-decide loop under contention.
+const maxAttempts = 25
+
+// Execute loads the aggregate, decides, and appends with the expectation that
+// nobody wrote to the aggregate in between. On a conflict it reloads and
+// decides again.
+func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
+	if cmd.Recall != nil && cmd.MsgID != "" {
+		rec, found, err := cmd.Recall(ctx, cmd.MsgID)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("command %s/%s: recall: %w", cmd.Partner, cmd.Aggregate, err)
+		}
+		if found {
+			return Outcome{Record: &rec, Replayed: true}, nil
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		h, err := l.history(ctx, cmd)
+		if err != nil {
+			return Outcome{}, err
+		}
+		ev, err := cmd.Decide(ctx, h)
+		if err != nil || ev == nil {
+			return Outcome{}, err
+		}
+		app, err := l.Append(ctx, *ev, cmd.MsgID, h.Last)
+		if err == nil {
+			return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt == maxAttempts {
+			return Outcome{}, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return Outcome{}, err
+		}
+	}
+}
+
+func (l *Ledger) history(ctx context.Context, cmd Command) (History, error) {
+	filter := l.subjects.Aggregate(cmd.Partner, cmd.Aggregate)
+	if cmd.LastOnly {
+		last, err := l.LastOf(ctx, filter)
+		if err != nil {
+			return History{}, fmt.Errorf("load %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
+		}
+		return History{Last: last}, nil
+	}
+	var h History
+	for {
+		recs, pending, err := l.Read(ctx, filter, h.Last, 256)
+		if err != nil {
+			return History{}, fmt.Errorf("load %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
+		}
+		for _, r := range recs {
+			ev, err := r.Event()
+			if err != nil {
+				return History{}, err
+			}
+			h.Events = append(h.Events, ev)
+			h.Last = r.Seq
+		}
+		if pending == 0 || len(recs) == 0 {
+			return h, nil
+		}
+	}
+}
+
+// backoff waits a short, jittered, growing time so that contending commands
+// spread out instead of colliding again.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt) * time.Millisecond
+	d += time.Duration(rand.Int64N(int64(d) + 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,235 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// Config says where the ledger lives.
+type Config struct {
+	Env domain.Environment
+	// DataDir holds the embedded server's store. Unused with NATSURL.
+	DataDir string
+	// NATSURL points at an external NATS server or cluster. Empty means
+	// embedded.
+	NATSURL string
+	// NATSListen is the loopback address the embedded server also listens on,
+	// so the CLI and tools can reach a running instance. Empty means no
+	// listener.
+	NATSListen string
+	// Replicas is the replica count of the stream and buckets; 1 when
+	// embedded, usually 3 on a cluster.
+	Replicas int
+	// Duplicates is JetStream's dedup window for Nats-Msg-Id.
+	Duplicates time.Duration
+}
+
+// Ledger is an open connection to one environment's ledger.
+type Ledger struct {
+	cfg      Config
+	srv      *server.Server // nil when external
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	name     string
+	subjects Subjects
+
+	bucketsMu sync.Mutex
+	buckets   map[string]jetstream.KeyValue
+}
+
+// ErrConflict means the aggregate changed since its state was loaded.
+var ErrConflict = errors.New("ledger: aggregate changed concurrently")
+
+// Open starts or connects to the ledger and makes sure the stream exists.
+func Open(ctx context.Context, cfg Config) (*Ledger, error) {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Duplicates <= 0 {
+		cfg.Duplicates = 15 * time.Minute
+	}
+	if _, err := domain.ParseEnvironment(string(cfg.Env)); err != nil {
+		return nil, err
+	}
+	l := &Ledger{cfg: cfg, subjects: Subjects{env: string(cfg.Env)}, name: StreamName(cfg.Env), buckets: map[string]jetstream.KeyValue{}}
+	if err := l.connect(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(l.nc)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	l.js = js
+	if l.stream, err = js.CreateOrUpdateStream(ctx, l.streamConfig()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open ledger stream %s: %w", l.name, err)
+	}
+	return l, nil
+}
+
+// StreamName is the JetStream stream holding env's ledger.
+func StreamName(env domain.Environment) string { return "LEDGER_" + strings.ToUpper(string(env)) }
+
+func (l *Ledger) streamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        l.name,
+		Description: "Partner Giving ledger (" + string(l.cfg.Env) + "): every domain event, append-only.",
+		Subjects:    []string{l.subjects.All()},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    l.cfg.Replicas,
+		Duplicates:  l.cfg.Duplicates,
+		MaxMsgSize:  1 << 20,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+}
+
+func (l *Ledger) connect() error {
+	if l.cfg.NATSURL != "" {
+		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name("giving"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("connect to nats %s: %w", l.cfg.NATSURL, err)
+		}
+		l.nc = nc
+		return nil
+	}
+	srv, err := startEmbedded(l.cfg)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"))
+	if err != nil {
+		srv.Shutdown()
+		return fmt.Errorf("connect to embedded nats: %w", err)
+	}
+	l.srv, l.nc = srv, nc
+	return nil
+}
+
+// startEmbedded runs a nats-server with JetStream under the data directory.
+// Every write is synced before it is acknowledged: money is at stake.
+func startEmbedded(cfg Config) (*server.Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("embedded nats: no data directory")
+	}
+	storeDir := filepath.Join(cfg.DataDir, "jetstream")
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	opts := &server.Options{
+		ServerName: "giving-embedded",
+		JetStream:  true,
+		StoreDir:   storeDir,
+		SyncAlways: true,
+		NoSigs:     true,
+		NoLog:      true,
+		DontListen: true,
+		MaxPayload: 8 << 20,
+	}
+	if cfg.NATSListen != "" {
+		host, port, err := splitHostPort(cfg.NATSListen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: --nats-listen: %w", err)
+		}
+		opts.DontListen, opts.Host, opts.Port = false, host, port
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("embedded nats: not ready after 30s (is the data directory in use by another process?)")
+	}
+	return srv, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return host, port, nil
+}
+
+// Env is the ledger's environment.
+func (l *Ledger) Env() domain.Environment { return l.cfg.Env }
+
+// Subjects returns the subject layout of this ledger.
+func (l *Ledger) Subjects() Subjects { return l.subjects }
+
+// Conn is the NATS connection, for the packages that run their own consumers.
+func (l *Ledger) Conn() *nats.Conn { return l.nc }
+
+// JetStream is the JetStream context, for the packages that run their own
+// consumers or buckets.
+func (l *Ledger) JetStream() jetstream.JetStream { return l.js }
+
+// Stream is the ledger stream.
+func (l *Ledger) Stream() jetstream.Stream { return l.stream }
+
+// Embedded reports whether the ledger runs inside this process.
+func (l *Ledger) Embedded() bool { return l.srv != nil }
+
+// ClientURL is the address other processes can use to reach the embedded
+// server, or the configured NATS URL.
+func (l *Ledger) ClientURL() string {
+	if l.srv == nil {
+		return l.cfg.NATSURL
+	}
+	if l.cfg.NATSListen == "" {
+		return ""
+	}
+	return l.srv.ClientURL()
+}
+
+// LastSeq is the stream's last sequence: the position of the newest event.
+func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ledger last sequence: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// Ping checks that the ledger answers.
+func (l *Ledger) Ping(ctx context.Context) error {
+	_, err := l.LastSeq(ctx)
+	return err
+}
+
+// Close flushes and closes the connection and, when embedded, stops the server cleanly.
+func (l *Ledger) Close() {
+	if l.nc != nil {
+		// Flush what was published; callers stop their consumers first.
+		_ = l.nc.FlushTimeout(5 * time.Second)
+		l.nc.Close()
+	}
+	if l.srv != nil {
+		l.srv.Shutdown()
+		l.srv.WaitForShutdown()
+	}
+}

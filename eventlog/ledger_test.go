@@ -1,0 +1,126 @@
+package eventlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+func createPartner(t *testing.T, l *eventlog.Ledger, name string) string {
+	t.Helper()
+	id := domain.NewID(domain.PrefixPartner)
+	out, err := l.Execute(context.Background(), eventlog.Command{
+		Partner: id, Aggregate: id,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			var p domain.Partner
+			for _, e := range h.Events {
+				p.Apply(e)
+			}
+			ev, err := domain.CreatePartner(&p, id, name, domain.Sandbox, []string{"https://example.org"}, time.Now())
+			return &ev, err
+		},
+	})
+	if err != nil || out.Record == nil {
+		t.Fatalf("create partner: %v", err)
+	}
+	return id
+}
+
+func TestAppendDetectsConflictAndDuplicates(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+
+	key := domain.GenerateKey(domain.Sandbox)
+	ev := domain.NewEvent(pt, pt, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
+	// The aggregate already holds partner.created at sequence 1, so
+	// expecting an empty aggregate must conflict.
+	if _, err := l.Append(ctx, ev, "k1", 0); !errors.Is(err, eventlog.ErrConflict) {
+		t.Fatalf("append with stale expectation: got %v, want ErrConflict", err)
+	}
+	first, err := l.Append(ctx, ev, "k1", 1)
+	if err != nil || first.Duplicate {
+		t.Fatalf("append: %+v %v", first, err)
+	}
+	again, err := l.Append(ctx, ev, "k1", first.Record.Seq)
+	if err != nil {
+		t.Fatalf("re-append: %v", err)
+	}
+	if !again.Duplicate || again.Record.Seq != first.Record.Seq || string(again.Record.Data) != string(first.Record.Data) {
+		t.Fatalf("duplicate append: got %+v, want the first record %+v", again, first)
+	}
+}
+
+func TestExecuteSerialisesConcurrentCommands(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := l.Execute(ctx, eventlog.Command{
+				Partner: pt, Aggregate: pt, MsgID: fmt.Sprintf("issue-%d", i),
+				Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+					var p domain.Partner
+					for _, e := range h.Events {
+						p.Apply(e)
+					}
+					ev, err := domain.IssueKey(&p, domain.GenerateKey(domain.Sandbox), time.Now())
+					return &ev, err
+				},
+			})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("execute: %v", err)
+		}
+	}
+	recs, pending, err := l.Read(ctx, l.Subjects().Aggregate(pt, pt), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n+1 || pending != 0 {
+		t.Fatalf("aggregate holds %d events (%d pending), want %d", len(recs), pending, n+1)
+	}
+	for i, r := range recs {
+		if i > 0 && r.Seq <= recs[i-1].Seq {
+			t.Fatalf("records out of order at %d", i)
+		}
+	}
+}
+
+func TestReadFiltersByPartnerServerSide(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	a := createPartner(t, l, "A")
+	b := createPartner(t, l, "B")
+	recs, _, err := l.Read(ctx, l.Subjects().Aggregate(b, b), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Partner != b || recs[0].Type != "partner.created" {
+		t.Fatalf("read for partner B returned %+v", recs)
+	}
+	if last, err := l.LastOf(ctx, l.Subjects().Aggregate(a, a)); err != nil || last != 1 {
+		t.Fatalf("last of A = %d, %v; want 1", last, err)
+	}
+	if last, err := l.LastOf(ctx, l.Subjects().Aggregate("pt_none", "pt_none")); err != nil || last != 0 {
+		t.Fatalf("last of unknown = %d, %v; want 0", last, err)
+	}
+}

@@ -1,0 +1,231 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// Record is one stored event with its place in the ledger.
+type Record struct {
+	Seq       uint64
+	Subject   string
+	Stored    time.Time
+	MsgID     string
+	Partner   string
+	Aggregate string
+	Type      string
+	Public    bool
+	// Data is the event's envelope exactly as stored: the bytes the feed and
+	// webhooks send.
+	Data []byte
+}
+
+// Event decodes the record's envelope.
+func (r Record) Event() (domain.Event, error) {
+	ev, err := domain.DecodeEnvelope(r.Partner, r.Aggregate, r.Data)
+	if err != nil {
+		return domain.Event{}, fmt.Errorf("record %d: %w", r.Seq, err)
+	}
+	return ev, nil
+}
+
+// Appended is the outcome of an append.
+type Appended struct {
+	Record Record
+	// Duplicate is true when the dedup id was already in the ledger; Record
+	// is then the earlier event, not the one offered.
+	Duplicate bool
+}
+
+// Append stores one event. msgID is the dedup id (Nats-Msg-Id): a second
+// append with the same id inside the dedup window stores nothing and returns
+// the first. expect is the sequence of the aggregate's last event as the
+// caller saw it (0 for a new aggregate); if the aggregate moved on since,
+// Append returns ErrConflict.
+func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expect uint64) (Appended, error) {
+	subject, err := l.subjects.Event(ev)
+	if err != nil {
+		return Appended{}, err
+	}
+	data, err := ev.Envelope()
+	if err != nil {
+		return Appended{}, err
+	}
+	if msgID == "" {
+		msgID = ev.ID
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	ack, err := l.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(msgID),
+		jetstream.WithExpectStream(l.name),
+		jetstream.WithExpectLastSequenceForSubject(expect, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID)),
+	)
+	if err != nil {
+		if isConflict(err) {
+			return Appended{}, fmt.Errorf("append %s: %w", subject, ErrConflict)
+		}
+		return Appended{}, fmt.Errorf("append %s: %w", subject, err)
+	}
+	if ack.Duplicate {
+		rec, err := l.Get(ctx, ack.Sequence)
+		if err != nil {
+			return Appended{}, fmt.Errorf("append %s: load duplicate: %w", subject, err)
+		}
+		return Appended{Record: rec, Duplicate: true}, nil
+	}
+	p, _ := l.subjects.parse(subject)
+	return Appended{Record: Record{
+		Seq: ack.Sequence, Subject: subject, Stored: ev.OccurredAt, MsgID: msgID,
+		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
+	}}, nil
+}
+
+// isConflict recognises both codes JetStream uses for a failed
+// expected-last-sequence check: 10071 on a single server, 10164 on replicated
+// streams and atomic batches.
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// directGetRequest is JetStream's direct get API, batched.
+type directGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	Batch   int    `json:"batch,omitempty"`
+	UpToSeq uint64 `json:"up_to_seq,omitempty"`
+}
+
+// ErrNotFound means no stored event matched.
+var ErrNotFound = errors.New("ledger: no such event")
+
+// Read returns up to max events matching filter with sequences above after,
+// oldest first, and how many more matching events exist beyond them. The
+// server filters by subject from its index, so the cost follows the page, not
+// the stream.
+func (l *Ledger) Read(ctx context.Context, filter string, after uint64, max int) ([]Record, uint64, error) {
+	if max <= 0 {
+		max = 1
+	}
+	recs, pending, err := l.direct(ctx, directGetRequest{Seq: after + 1, NextFor: filter, Batch: max})
+	if errors.Is(err, ErrNotFound) {
+		return nil, 0, nil
+	}
+	return recs, pending, err
+}
+
+// Get returns the event stored at seq.
+func (l *Ledger) Get(ctx context.Context, seq uint64) (Record, error) {
+	recs, _, err := l.direct(ctx, directGetRequest{Seq: seq})
+	if err != nil {
+		return Record{}, fmt.Errorf("get %d: %w", seq, err)
+	}
+	return recs[0], nil
+}
+
+// LastOf returns the sequence of the newest event matching filter, or 0.
+func (l *Ledger) LastOf(ctx context.Context, filter string) (uint64, error) {
+	recs, _, err := l.direct(ctx, directGetRequest{LastFor: filter})
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return recs[0].Seq, nil
+}
+
+func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	inbox := l.nc.NewRespInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, 0, fmt.Errorf("direct get: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+l.name, inbox, body); err != nil {
+		return nil, 0, fmt.Errorf("direct get: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	var out []Record
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("direct get: %w", err)
+		}
+		switch msg.Header.Get("Status") {
+		case "":
+		case "204": // end of batch
+			pending, _ := strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
+			return out, pending, nil
+		case "404":
+			if len(out) > 0 {
+				return out, 0, nil
+			}
+			return nil, 0, ErrNotFound
+		default:
+			return nil, 0, fmt.Errorf("direct get: status %s %s", msg.Header.Get("Status"), msg.Header.Get("Description"))
+		}
+		rec, err := l.recordOf(msg)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+		if req.Batch == 0 {
+			return out, 0, nil
+		}
+	}
+}
+
+func (l *Ledger) recordOf(msg *nats.Msg) (Record, error) {
+	subject := msg.Header.Get("Nats-Subject")
+	seq, err := strconv.ParseUint(msg.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		return Record{}, fmt.Errorf("direct get: bad sequence header: %w", err)
+	}
+	stored, _ := time.Parse(time.RFC3339Nano, msg.Header.Get("Nats-Time-Stamp"))
+	return l.record(seq, subject, stored, msg.Header.Get(jetstream.MsgIDHeader), msg.Data)
+}
+
+func (l *Ledger) record(seq uint64, subject string, stored time.Time, msgID string, data []byte) (Record, error) {
+	p, err := l.subjects.parse(subject)
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{
+		Seq: seq, Subject: subject, Stored: stored, MsgID: msgID,
+		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
+	}, nil
+}
+
+// RecordOf turns a message delivered by a consumer on the ledger stream into
+// a Record.
+func (l *Ledger) RecordOf(msg jetstream.Msg) (Record, error) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return Record{}, fmt.Errorf("ledger message metadata: %w", err)
+	}
+	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+}

@@ -1,0 +1,86 @@
+package eventlog
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+const subjectRoot = "ledger"
+
+// Subjects builds and parses the ledger subjects of one environment.
+type Subjects struct {
+	env string
+}
+
+func (s Subjects) prefix() string { return subjectRoot + "." + s.env + "." }
+
+// All matches every event of the environment.
+func (s Subjects) All() string { return s.prefix() + ">" }
+
+// Event is the subject an event is stored under.
+func (s Subjects) Event(e domain.Event) (string, error) {
+	spec, ok := domain.EventTypeSpec(e.Type)
+	if !ok {
+		return "", fmt.Errorf("subject: unknown event type %q", e.Type)
+	}
+	if !safeToken(e.PartnerID) || !safeToken(e.AggregateID) {
+		return "", fmt.Errorf("subject: unsafe partner %q or aggregate %q", e.PartnerID, e.AggregateID)
+	}
+	vis := "int"
+	if spec.Public {
+		vis = "pub"
+	}
+	return s.prefix() + e.PartnerID + "." + e.AggregateID + "." + vis + "." + e.Type, nil
+}
+
+// Aggregate matches every event of one aggregate.
+func (s Subjects) Aggregate(partner, aggregate string) string {
+	return s.prefix() + partner + "." + aggregate + ".>"
+}
+
+// Public matches one partner's public events of one type, or of every type
+// when eventType is empty.
+func (s Subjects) Public(partner, eventType string) string {
+	if eventType == "" {
+		return s.prefix() + partner + ".*.pub.>"
+	}
+	return s.prefix() + partner + ".*.pub." + eventType
+}
+
+// AllPublic matches every partner's public events.
+func (s Subjects) AllPublic() string { return s.prefix() + "*.*.pub.>" }
+
+// OfType matches every partner's events of one type.
+func (s Subjects) OfType(eventType string) string {
+	spec, _ := domain.EventTypeSpec(eventType)
+	vis := "int"
+	if spec.Public {
+		vis = "pub"
+	}
+	return s.prefix() + "*.*." + vis + "." + eventType
+}
+
+// parsed is what a subject says about its event.
+type parsed struct {
+	Partner, Aggregate, Type string
+	Public                   bool
+}
+
+func (s Subjects) parse(subject string) (parsed, error) {
+	rest, ok := strings.CutPrefix(subject, s.prefix())
+	if !ok {
+		return parsed{}, fmt.Errorf("subject %q is not in environment %s", subject, s.env)
+	}
+	t := strings.Split(rest, ".")
+	if len(t) != 5 || (t[2] != "pub" && t[2] != "int") {
+		return parsed{}, fmt.Errorf("subject %q is malformed", subject)
+	}
+	return parsed{Partner: t[0], Aggregate: t[1], Public: t[2] == "pub", Type: t[3] + "." + t[4]}, nil
+}
+
+// safeToken accepts what may stand as one subject token.
+func safeToken(s string) bool {
+	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
+}

@@ -17,7 +17,7 @@ const (
 	MaxImportRows      = 1000
 	MaxChurchName      = 200
 	MaxChurchExternal  = 200
-	ImportRowRejection = "import-row-rejected"
+	ImportRowRejection = "invalid-row"
 )
 
 // Church is a church as partners see it.

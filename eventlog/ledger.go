@@ -149,6 +149,9 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats: --nats-listen: %w", err)
 		}
+		if port == 0 {
+			port = server.RANDOM_PORT
+		}
 		opts.DontListen, opts.Host, opts.Port = false, host, port
 	}
 	srv, err := server.NewServer(opts)
@@ -232,4 +235,27 @@ func (l *Ledger) Close() {
 		l.srv.Shutdown()
 		l.srv.WaitForShutdown()
 	}
+}
+
+// bucket opens (creating or updating as needed) a key-value bucket of this
+// environment. Names are suffixed with the environment, so the two stacks
+// never share state.
+func (l *Ledger) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	cfg.Bucket = cfg.Bucket + "_" + strings.ToUpper(string(l.cfg.Env))
+	if cfg.Storage == jetstream.FileStorage {
+		cfg.Replicas = l.cfg.Replicas
+	} else {
+		cfg.Replicas = 1
+	}
+	l.bucketsMu.Lock()
+	defer l.bucketsMu.Unlock()
+	if kv, ok := l.buckets[cfg.Bucket]; ok {
+		return kv, nil
+	}
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
+	}
+	l.buckets[cfg.Bucket] = kv
+	return kv, nil
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+)
+
+// control answers operator requests that must run inside a serving instance
+// because it holds the projection file: today, "replay". Every instance
+// listens, so one request rebuilds every instance sharing the ledger, and
+// each streams its progress back to the requester.
+type control struct {
+	instance  string
+	ledger    *eventlog.Ledger
+	projector *projections.Projector
+	log       zerolog.Logger
+
+	sub *nats.Subscription
+	mu  sync.Mutex // one rebuild at a time
+}
+
+func replaySubject(env domain.Environment) string { return "giving.control." + string(env) + ".replay" }
+
+// replayReport is one progress message of a rebuild.
+type replayReport struct {
+	Instance string `json:"instance"`
+	Applied  uint64 `json:"applied"`
+	Total    uint64 `json:"total"`
+	Done     bool   `json:"done"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (c *control) listen() error {
+	sub, err := c.ledger.Conn().Subscribe(replaySubject(c.ledger.Env()), c.replay)
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	c.sub = sub
+	return nil
+}
+
+func (c *control) stop() {
+	if c.sub != nil {
+		_ = c.sub.Unsubscribe()
+	}
+}
+
+func (c *control) replay(msg *nats.Msg) {
+	if msg.Reply == "" {
+		return
+	}
+	go func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		send := func(r replayReport) {
+			r.Instance = c.instance
+			data, _ := json.Marshal(r)
+			_ = c.ledger.Conn().Publish(msg.Reply, data)
+		}
+		var last time.Time
+		var final replayReport
+		err := c.projector.Rebuild(context.Background(), func(applied, total uint64) {
+			final.Applied, final.Total = applied, total
+			if time.Since(last) > 200*time.Millisecond {
+				last = time.Now()
+				send(replayReport{Applied: applied, Total: total})
+			}
+		})
+		final.Done = true
+		if err != nil {
+			c.log.Error().Err(err).Msg("replay failed")
+			final.Error = err.Error()
+		}
+		send(final)
+	}()
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi"
+)
+
+// serveFlags configure "giving serve".
+type serveFlags struct {
+	ledger    ledgerFlags
+	addr      string
+	publicURL string
+	demo      bool
+	rate      int
+	burst     int
+	logLevel  string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	f.ledger.register(fs)
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&f.publicURL, "public-url", "", "address partners and donors reach the service at (default http://<addr>)")
+	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key for it")
+	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
+	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("giving serve", flag.ContinueOnError)
+	var f serveFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return usageError{"--log-level: " + err.Error()}
+	}
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	lcfg, err := f.ledger.config()
+	if err != nil {
+		return err
+	}
+	if f.demo && lcfg.Env != domain.Sandbox {
+		return usageError{"--demo works only on the sandbox stack"}
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", f.addr, err)
+	}
+	defer ln.Close()
+	public := f.publicURL
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	st, err := openStack(ctx, stackConfig{
+		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
+		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.start(ctx); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: st.api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
+	if url := st.ledger.ClientURL(); url != "" {
+		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s\n", url)
+	}
+	if f.demo {
+		if err := printDemo(ctx, st.ledger, f.ledger.data, public, stdout); err != nil {
+			return err
+		}
+	}
+	log.Info().Str("env", string(lcfg.Env)).Str("addr", ln.Addr().String()).Msg("serving")
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	// Drain HTTP first, then stop the projector and NATS (stack.Close).
+	log.Info().Msg("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error().Err(err).Msg("http shutdown")
+	}
+	return st.Close()
+}
+
+// demoRecord remembers the demo partner across restarts. It holds no key:
+// keys are only ever stored hashed, so each start issues a fresh one.
+type demoRecord struct {
+	PartnerID string `json:"partner_id"`
+}
+
+func printDemo(ctx context.Context, l *eventlog.Ledger, dataDir, public string, stdout io.Writer) error {
+	path := filepath.Join(dataDir, "demo-partner.json")
+	var rec demoRecord
+	if data, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(data, &rec)
+	}
+	var key domain.NewKey
+	var err error
+	if rec.PartnerID == "" {
+		rec.PartnerID, key, err = createPartner(ctx, l, "Demo Partner", []string{"https://localhost"})
+		if err != nil {
+			return fmt.Errorf("demo partner: %w", err)
+		}
+		data, _ := json.Marshal(rec)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return fmt.Errorf("demo partner: %w", err)
+		}
+	} else if key, err = issueKey(ctx, l, rec.PartnerID); err != nil {
+		return fmt.Errorf("demo partner key: %w", err)
+	}
+	fmt.Fprintf(stdout, `
+Demo partner: %s (redirect origin https://localhost)
+API key:      %s   (shown once; each start with --demo issues a fresh one)
+
+Try it:
+  curl -s %s/v1/churches/import \
+    -H 'Authorization: Bearer %s' \
+    -H 'Idempotency-Key: demo-1' \
+    -H 'Content-Type: application/json' \
+    -d '{"churches":[{"name":"Grace Chapel","external_id":"crm-1"}]}'
+`, rec.PartnerID, key.Secret, public, key.Secret)
+	return nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi"
+	"github.com/partnergiving/giving/projections"
+)
+
+// stackConfig is everything needed to run one instance.
+type stackConfig struct {
+	Ledger    eventlog.Config
+	MasterKey string
+	PublicURL string
+	RateLimit httpapi.RateLimit
+	// Instance names this instance stably across restarts; it defaults to
+	// the data directory, which one process uses at a time.
+	Instance string
+	Log      zerolog.Logger
+}
+
+// stack is one running instance: the ledger, the projections and their
+// projector, and the HTTP API. It is wiring only.
+type stack struct {
+	cfg       stackConfig
+	ledger    *eventlog.Ledger
+	secrets   *eventlog.Secrets
+	store     *projections.Store
+	projector *projections.Projector
+	api       *httpapi.Server
+	control   *control
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
+	if err := os.MkdirAll(cfg.Ledger.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	s := &stack{cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.secrets, err = eventlog.LoadSecrets(cfg.MasterKey, cfg.Ledger.DataDir); err != nil {
+		return nil, err
+	}
+	if s.ledger, err = eventlog.Open(ctx, cfg.Ledger); err != nil {
+		return nil, err
+	}
+	if s.store, err = projections.Open(projectionsPath(cfg.Ledger)); err != nil {
+		return nil, err
+	}
+	s.projector = projections.NewProjector(s.store, s.ledger, cfg.Log.With().Str("component", "projector").Logger())
+	instance := cfg.Instance
+	if instance == "" {
+		instance, _ = filepath.Abs(cfg.Ledger.DataDir)
+		if host, err := os.Hostname(); err == nil {
+			instance = host + ":" + instance
+		}
+	}
+	idem, err := s.ledger.OpenIdempotency(ctx, s.secrets, eventlog.IdempotencyConfig{Instance: instance})
+	if err != nil {
+		return nil, err
+	}
+	limits, err := s.ledger.OpenRateLimits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.api, err = httpapi.New(httpapi.Config{
+		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
+		Log: cfg.Log.With().Str("component", "http").Logger(),
+	}, httpapi.Deps{
+		Ledger: s.ledger, Store: s.store, Projector: s.projector,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.control = &control{instance: instance, ledger: s.ledger, projector: s.projector, log: cfg.Log}
+	return s, nil
+}
+
+// projectionsPath is where an instance keeps its bbolt file.
+func projectionsPath(cfg eventlog.Config) string {
+	return filepath.Join(cfg.DataDir, "projections-"+string(cfg.Env)+".db")
+}
+
+// start runs the background loops and waits until the projections have
+// caught up with the ledger, so the first request already sees every key.
+func (s *stack) start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.projector.Run(runCtx)
+	}()
+	if err := s.control.listen(); err != nil {
+		return err
+	}
+	catchCtx, cancelCatch := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancelCatch()
+	return s.projector.CatchUp(catchCtx)
+}
+
+// Close stops the loops, then closes the projections and the ledger (which
+// stops an embedded NATS server cleanly).
+func (s *stack) Close() error {
+	if s.control != nil {
+		s.control.stop()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	var errs []error
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	if s.ledger != nil {
+		s.ledger.Close()
+	}
+	return errors.Join(errs...)
+}

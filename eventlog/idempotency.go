@@ -1,0 +1,200 @@
+package eventlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// IdempotencyRetention is how long a key's record is kept after its last
+// write. The contract promises at least 24 hours.
+const IdempotencyRetention = 48 * time.Hour
+
+// Idempotency keeps Idempotency-Key records in a JetStream KV bucket, so a
+// key holds across restarts and across every instance sharing the ledger.
+// Stored responses are sealed, because they can hold one-time secrets (a
+// webhook secret, a donor session url).
+type Idempotency struct {
+	kv    jetstream.KeyValue
+	seal  *Sealer
+	lease time.Duration
+	// owner names this process's instance and boot, so that a record left
+	// running by a crashed earlier boot of the same instance is taken over
+	// at once instead of waiting out its lease.
+	instance, boot string
+}
+
+// IdempotencyConfig tunes the store.
+type IdempotencyConfig struct {
+	// Lease is how long a running request holds its key before another
+	// request may take it over (the first is presumed dead).
+	Lease time.Duration
+	// Instance is a stable name of this instance (one process at a time).
+	Instance string
+}
+
+// OpenIdempotency opens the idempotency bucket.
+func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
+	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      "IDEMPOTENCY",
+		Description: "Idempotency-Key records and their sealed responses.",
+		TTL:         IdempotencyRetention,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	return &Idempotency{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+}
+
+type idemRecord struct {
+	State       string    `json:"state"` // running | done
+	Fingerprint string    `json:"fingerprint"`
+	Instance    string    `json:"instance"`
+	Boot        string    `json:"boot"`
+	LeaseUntil  time.Time `json:"lease_until"`
+	Status      int       `json:"status,omitempty"`
+	Body        []byte    `json:"body,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Claim is a running request's hold on its key.
+type Claim struct {
+	id  string
+	rev uint64
+	// Takeover is true when the key was left running by a request that
+	// died; the command must first look for what that request appended.
+	Takeover bool
+}
+
+// MsgID is the ledger dedup id for the n-th command the request runs. It is
+// the same on every retry with the same key, so the ledger stores the effect
+// once.
+func (c Claim) MsgID(n int) string { return "idem:" + c.id + ":" + strconv.Itoa(n) }
+
+// BeginResult says what to do with a request.
+type BeginResult struct {
+	// Claim is set when the request should run.
+	Claim *Claim
+	// Replay is set when the key already completed with the same request:
+	// answer with the stored status and body.
+	Replay *StoredResponse
+	// Mismatch is true when the key was used for a different request.
+	Mismatch bool
+	// InFlight is true when the key's first request is still running.
+	InFlight bool
+	// RetryAfter suggests when to try again for InFlight.
+	RetryAfter time.Duration
+}
+
+// StoredResponse is a completed request's answer.
+type StoredResponse struct {
+	Status int
+	Body   []byte
+}
+
+// Begin claims key (scoped to scope, the partner) for a request with the
+// given fingerprint, or says why the request must not run.
+func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string) (BeginResult, error) {
+	id := recordID(scope, key)
+	now := time.Now()
+	rec := idemRecord{State: "running", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, LeaseUntil: now.Add(s.lease), CreatedAt: now}
+	for range 5 {
+		data, _ := json.Marshal(rec)
+		rev, err := s.kv.Create(ctx, id, data)
+		if err == nil {
+			return BeginResult{Claim: &Claim{id: id, rev: rev}}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+		}
+		entry, err := s.kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released meanwhile; try to create again
+		}
+		if err != nil {
+			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+		}
+		var cur idemRecord
+		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+		}
+		switch {
+		case cur.Fingerprint != fingerprint:
+			return BeginResult{Mismatch: true}, nil
+		case cur.State == "done":
+			body, err := s.seal.Open(cur.Body, []byte(id))
+			if err != nil {
+				return BeginResult{}, fmt.Errorf("idempotency replay: %w", err)
+			}
+			return BeginResult{Replay: &StoredResponse{Status: cur.Status, Body: body}}, nil
+		case !s.abandoned(cur, now):
+			return BeginResult{InFlight: true, RetryAfter: retryAfter(cur.LeaseUntil.Sub(now))}, nil
+		}
+		// The first request died: take the key over.
+		rec.CreatedAt = cur.CreatedAt
+		data, _ = json.Marshal(rec)
+		rev, err = s.kv.Update(ctx, id, data, entry.Revision())
+		if err == nil {
+			return BeginResult{Claim: &Claim{id: id, rev: rev, Takeover: true}}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return BeginResult{}, fmt.Errorf("idempotency takeover: %w", err)
+		}
+	}
+	return BeginResult{InFlight: true, RetryAfter: time.Second}, nil
+}
+
+// abandoned reports whether a running record's request can no longer
+// finish: its lease ran out, or it belongs to an earlier boot of this very
+// instance, which only runs one process at a time.
+func (s *Idempotency) abandoned(r idemRecord, now time.Time) bool {
+	if now.After(r.LeaseUntil) {
+		return true
+	}
+	return s.instance != "" && r.Instance == s.instance && r.Boot != s.boot
+}
+
+func retryAfter(d time.Duration) time.Duration {
+	if d < time.Second {
+		return time.Second
+	}
+	return d.Round(time.Second)
+}
+
+// Complete stores the request's answer under its key.
+func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error {
+	rec := idemRecord{State: "done", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, Status: status, Body: s.seal.Seal(body, []byte(c.id)), CreatedAt: time.Now()}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
+		return fmt.Errorf("idempotency complete: %w", err)
+	}
+	return nil
+}
+
+// Release forgets the key, so the client may retry it: used when the
+// request failed on our side and changed nothing.
+func (s *Idempotency) Release(ctx context.Context, c *Claim) error {
+	if err := s.kv.Delete(ctx, c.id, jetstream.LastRevision(c.rev)); err != nil {
+		return fmt.Errorf("idempotency release: %w", err)
+	}
+	return nil
+}
+
+func recordID(scope, key string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return hex.EncodeToString(sum[:])
+}

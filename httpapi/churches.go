@@ -1,0 +1,231 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// churchView is a church as the API shows it.
+type churchView struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	ExternalID *string `json:"external_id"`
+	CreatedAt  string  `json:"created_at"`
+}
+
+func viewChurch(c domain.Church) churchView {
+	return churchView{ID: c.ID, Name: c.Name, ExternalID: c.ExternalID, CreatedAt: domain.FormatTime(c.CreatedAt)}
+}
+
+type importRequest struct {
+	Churches *[]json.RawMessage `json:"churches"`
+}
+
+type importRow struct {
+	Name       *string `json:"name"`
+	ExternalID *string `json:"external_id"`
+}
+
+type rowError struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+type rowResult struct {
+	Index  int         `json:"index"`
+	Status string      `json:"status"`
+	Church *churchView `json:"church,omitempty"`
+	Error  *rowError   `json:"error,omitempty"`
+}
+
+// importChurches creates a batch of churches. A bad row is rejected on its
+// own and never fails the batch; the answer has one result per row, in order.
+func (s *Server) importChurches(w http.ResponseWriter, r *http.Request) {
+	var req importRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.Churches == nil {
+		var v domain.Validation
+		v.Add("churches", "is required: an array of {name, external_id} objects")
+		writeError(w, r, v.Err())
+		return
+	}
+	raw := *req.Churches
+	if len(raw) > domain.MaxImportRows {
+		writeProblem(w, r, ProblemBatchTooLarge, "An import holds at most "+strconv.Itoa(domain.MaxImportRows)+" churches; this one has "+strconv.Itoa(len(raw))+".", nil)
+		return
+	}
+	rows := decodeImportRows(raw)
+	pid := partnerID(r)
+	var results []domain.RowResult
+	out, err := s.execute(r, 0, eventlog.Command{
+		Partner: pid, Aggregate: domain.ChurchCatalogue, LastOnly: true,
+		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
+			if err := s.waitApplied(ctx, h.Last); err != nil {
+				return nil, err
+			}
+			var lookupErr error
+			used := func(ext string) bool {
+				u, err := s.store.ExternalIDUsed(pid, ext)
+				if err != nil {
+					lookupErr = err
+				}
+				return u
+			}
+			ev, res, err := domain.ImportChurches(pid, rows, used, time.Now())
+			results = res
+			if lookupErr != nil {
+				return nil, lookupErr
+			}
+			return ev, err
+		},
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if out.Replayed {
+		ev, err := out.Record.Event()
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		results = ev.Payload.(*domain.ChurchesImported).Results(ev.OccurredAt)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": viewRowResults(results)})
+}
+
+// decodeImportRows types each row on its own, so a row with the wrong JSON
+// shape is rejected without failing its neighbours.
+func decodeImportRows(raw []json.RawMessage) []domain.ImportRow {
+	rows := make([]domain.ImportRow, len(raw))
+	for i, item := range raw {
+		var row importRow
+		if err := decodeStrict(item, &row); err != nil {
+			rows[i].Err = domain.Errorf(domain.KindInvalid, ProblemInvalidRow.Slug, "%s", rowDecodeDetail(err))
+			continue
+		}
+		if row.Name == nil {
+			rows[i].Err = domain.Errorf(domain.KindInvalid, ProblemInvalidRow.Slug, "name is required")
+			continue
+		}
+		rows[i].Name, rows[i].ExternalID = *row.Name, row.ExternalID
+	}
+	return rows
+}
+
+func rowDecodeDetail(err error) string {
+	de, ok := err.(*domain.Error)
+	if !ok {
+		return "the row is not a valid JSON object"
+	}
+	if len(de.Fields) > 0 {
+		return de.Fields[0].Field + " " + de.Fields[0].Detail
+	}
+	return "the row must be a JSON object with a string name and an optional string external_id"
+}
+
+func viewRowResults(results []domain.RowResult) []rowResult {
+	out := make([]rowResult, len(results))
+	for i, res := range results {
+		out[i] = rowResult{Index: res.Index}
+		if res.Church != nil {
+			v := viewChurch(*res.Church)
+			out[i].Status, out[i].Church = "created", &v
+			continue
+		}
+		p, ok := catalogue[res.Err.Code]
+		if !ok {
+			p = ProblemInvalidRow
+		}
+		out[i].Status = "rejected"
+		out[i].Error = &rowError{Type: p.TypeURI(), Title: p.Title, Detail: res.Err.Detail}
+	}
+	return out
+}
+
+// waitApplied waits, bounded, until the local projections reach seq.
+func (s *Server) waitApplied(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	return s.store.WaitFor(ctx, seq)
+}
+
+func (s *Server) getChurch(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	c, ok, err := s.store.Church(partnerID(r), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if !ok {
+		writeError(w, r, domain.NotFound("church", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewChurch(c))
+}
+
+// listPage is the shape of every cursor-paginated list.
+type listPage[T any] struct {
+	Data       []T     `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
+	pid := partnerID(r)
+	limit, err := queryLimit(r, 50, 100)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var after string
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		pos, err := s.cursors.Decode(eventlog.CursorChurches, pid, c)
+		if err != nil {
+			writeProblem(w, r, ProblemInvalidCursor, "", nil)
+			return
+		}
+		after = string(pos)
+	}
+	churches, more, err := s.store.Churches(pid, after, limit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	page := listPage[churchView]{Data: make([]churchView, len(churches)), HasMore: more}
+	for i, c := range churches {
+		page.Data[i] = viewChurch(c)
+	}
+	if more {
+		next := s.cursors.Encode(eventlog.CursorChurches, pid, []byte(churches[len(churches)-1].ID))
+		page.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// queryLimit reads the limit query parameter.
+func queryLimit(r *http.Request, def, max int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		var v domain.Validation
+		v.Add("limit", "must be an integer from 1 to %d", max)
+		return 0, v.Err()
+	}
+	return n, nil
+}

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// maxIdempotencyKey is the longest Idempotency-Key accepted.
+const maxIdempotencyKey = 255
+
+// validIdempotencyKey accepts 1 to 255 visible ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) == 0 || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// idempotent makes a POST safe to retry, following the IETF Idempotency-Key
+// draft. The key is checked before anything happens. A key is scoped to the
+// partner; its record (and the response, sealed) lives in JetStream KV, so it
+// holds across restarts and instances:
+//
+//   - same key, same request, finished: the stored response again, 200 for a
+//     success, with Idempotent-Replayed: true;
+//   - same key, different request: 422;
+//   - same key while the first is running: 409 with Retry-After.
+//
+// Responses of 5xx release the key, since nothing was done and a retry
+// should run again.
+func (s *Server) idempotent(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, present := r.Header["Idempotency-Key"]
+		if !present || len(key) == 0 || key[0] == "" {
+			writeProblem(w, r, ProblemIdempotencyKeyMissing, "", nil)
+			return
+		}
+		if len(key) > 1 || !validIdempotencyKey(key[0]) {
+			writeProblem(w, r, ProblemIdempotencyKeyInvalid, "", nil)
+			return
+		}
+		body, p := readBody(w, r)
+		if p != nil {
+			writeProblem(w, r, *p, "", nil)
+			return
+		}
+		fp := fingerprint(r, body)
+		begin, err := s.idem.Begin(r.Context(), partnerID(r), key[0], fp)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		switch {
+		case begin.Mismatch:
+			writeProblem(w, r, ProblemIdempotencyKeyReused, "", nil)
+			return
+		case begin.InFlight:
+			w.Header().Set("Retry-After", strconv.Itoa(int(begin.RetryAfter/time.Second)))
+			writeProblem(w, r, ProblemIdempotencyInFlight, "", nil)
+			return
+		case begin.Replay != nil:
+			replay(w, begin.Replay)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r = r.WithContext(context.WithValue(r.Context(), ctxClaim, begin.Claim))
+		rec := &recorder{header: http.Header{}}
+		next.ServeHTTP(rec, r)
+		s.settle(r, begin.Claim, fp, rec)
+		rec.flush(w)
+	})
+}
+
+// settle stores the response under the key, or releases the key after a
+// failure of ours. The request context may be gone (client hung up); the
+// record is still written, so the retry finds the result.
+func (s *Server) settle(r *http.Request, c *eventlog.Claim, fp string, rec *recorder) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if rec.status >= 500 || rec.status == 0 {
+		if err := s.idem.Release(ctx, c); err != nil {
+			logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
+		}
+		return
+	}
+	if err := s.idem.Complete(ctx, c, fp, rec.status, rec.body.Bytes()); err != nil {
+		logger(r.Context()).Error().Err(err).Msg("idempotency complete failed")
+	}
+}
+
+func replay(w http.ResponseWriter, sr *eventlog.StoredResponse) {
+	status, ct := sr.Status, "application/json"
+	if status >= 400 {
+		ct = "application/problem+json"
+	} else {
+		status = http.StatusOK
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Idempotent-Replayed", "true")
+	w.WriteHeader(status)
+	_, _ = w.Write(sr.Body)
+}
+
+// fingerprint identifies a request: method, path and body.
+func fingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	io.WriteString(h, r.Method+" "+r.URL.EscapedPath()+"\n")
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func claimFrom(ctx context.Context) *eventlog.Claim {
+	c, _ := ctx.Value(ctxClaim).(*eventlog.Claim)
+	return c
+}
+
+// recorder holds a response until the idempotency record is written, so a
+// client never sees an answer whose key was not yet recorded.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) flush(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	if r.status == 0 {
+		r.status = http.StatusInternalServerError
+	}
+	w.WriteHeader(r.status)
+	_, _ = w.Write(r.body.Bytes())
+}

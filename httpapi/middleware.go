@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/projections"
+)
+
+type ctxKey int
+
+const (
+	ctxInfo ctxKey = iota
+	ctxClaim
+)
+
+// requestInfo travels with a request. Inner middleware fills in what it
+// learns (the route, the caller) so the access log written by the outermost
+// layer can report it.
+type requestInfo struct {
+	id        string
+	log       zerolog.Logger
+	route     string
+	principal *projections.Principal
+}
+
+func info(ctx context.Context) *requestInfo {
+	if ri, ok := ctx.Value(ctxInfo).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{log: zerolog.Nop()}
+}
+
+func requestID(ctx context.Context) string { return info(ctx).id }
+
+func logger(ctx context.Context) *zerolog.Logger { return &info(ctx).log }
+
+func principalFrom(ctx context.Context) (projections.Principal, bool) {
+	p := info(ctx).principal
+	if p == nil {
+		return projections.Principal{}, false
+	}
+	return *p, true
+}
+
+// statusWriter remembers what was written, for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe gives every request an id, a Request-Id header, panic recovery and
+// one access-log line. The line holds the route template, never the raw path
+// (hosted-flow paths carry secret tokens), and never a body, a header value,
+// a query string, a key or a phone number.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &requestInfo{id: domain.NewID("req_"), route: "(unmatched)"}
+		ri.log = s.log.With().Str("request_id", ri.id).Logger()
+		r = r.WithContext(context.WithValue(r.Context(), ctxInfo, ri))
+		w.Header().Set("Request-Id", ri.id)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				ri.log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
+				if sw.status == 0 {
+					writeProblem(sw, r, ProblemInternal, "", nil)
+				}
+			}
+			s.accessLog(ri, r, sw, time.Since(start))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// routeName records the matched route's template for the access log.
+func routeName(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := mux.CurrentRoute(r); m != nil {
+			if t, err := m.GetPathTemplate(); err == nil {
+				info(r.Context()).route = t
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) accessLog(ri *requestInfo, r *http.Request, sw *statusWriter, d time.Duration) {
+	ev := ri.log.Info().
+		Str("method", r.Method).
+		Str("route", ri.route).
+		Int("status", sw.status).
+		Int("bytes", sw.bytes).
+		Float64("duration_ms", float64(d.Microseconds())/1000).
+		Str("remote", remoteHost(r))
+	if p := ri.principal; p != nil {
+		ev = ev.Str("partner_id", p.PartnerID).Str("key_id", p.KeyID)
+	}
+	ev.Msg("request")
+}
+
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

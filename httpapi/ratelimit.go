@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/throttled/throttled/v2"
+
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// RateLimit is the per-key token bucket: Burst requests at once, refilled at
+// PerSecond.
+type RateLimit struct {
+	PerSecond int
+	Burst     int
+}
+
+// limiter enforces RateLimit per API key with state shared by every
+// instance (a GCRA bucket in JetStream KV).
+type limiter struct {
+	gcra   *throttled.GCRARateLimiterCtx
+	policy string
+}
+
+func newLimiter(store *eventlog.RateLimits, rl RateLimit) (*limiter, error) {
+	if rl.PerSecond <= 0 || rl.Burst <= 0 {
+		return nil, fmt.Errorf("rate limit: per-second rate and burst must be positive")
+	}
+	// throttled's burst counts requests beyond the first.
+	gcra, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(rl.PerSecond), MaxBurst: rl.Burst - 1})
+	if err != nil {
+		return nil, fmt.Errorf("rate limit: %w", err)
+	}
+	window := int(math.Ceil(float64(rl.Burst) / float64(rl.PerSecond)))
+	return &limiter{gcra: gcra, policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, rl.Burst, window)}, nil
+}
+
+// rateLimit answers 429 once a key spends its budget. Every answer carries
+// the IETF RateLimit-Policy and RateLimit headers. If the shared state cannot
+// be reached the request is let through and the failure logged: an outage of
+// the limiter must not become an outage of the API.
+func (s *Server) rateLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := principalFrom(r.Context())
+		limited, res, err := s.limiter.gcra.RateLimitCtx(r.Context(), p.KeyID, 1)
+		if err != nil {
+			logger(r.Context()).Warn().Err(err).Msg("rate limiter unavailable; request allowed")
+			next.ServeHTTP(w, r)
+			return
+		}
+		reset := int(math.Ceil(res.ResetAfter.Seconds()))
+		w.Header().Set("RateLimit-Policy", s.limiter.policy)
+		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, max(res.Remaining, 0), max(reset, 0)))
+		if limited {
+			writeRateLimited(w, r, max(res.RetryAfter, time.Second))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

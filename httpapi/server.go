@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+)
+
+// Config is what the HTTP layer needs to know about its deployment.
+type Config struct {
+	Env domain.Environment
+	// PublicURL is the address partners and donors reach the service at.
+	PublicURL string
+	RateLimit RateLimit
+	Log       zerolog.Logger
+}
+
+// Deps are the parts the HTTP layer works with.
+type Deps struct {
+	Ledger      *eventlog.Ledger
+	Store       *projections.Store
+	Projector   *projections.Projector
+	Idempotency *eventlog.Idempotency
+	RateLimits  *eventlog.RateLimits
+	Secrets     *eventlog.Secrets
+}
+
+// Server serves the API.
+type Server struct {
+	cfg       Config
+	log       zerolog.Logger
+	ledger    *eventlog.Ledger
+	store     *projections.Store
+	projector *projections.Projector
+	idem      *eventlog.Idempotency
+	limiter   *limiter
+	cursors   eventlog.Cursors
+	router    *mux.Router
+}
+
+// New builds the server and its routes.
+func New(cfg Config, d Deps) (*Server, error) {
+	lim, err := newLimiter(d.RateLimits, cfg.RateLimit)
+	if err != nil {
+		return nil, err
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	s := &Server{
+		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
+		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
+	}
+	s.routes()
+	return s, nil
+}
+
+// Handler is the root handler.
+func (s *Server) Handler() http.Handler { return s.observe(s.router) }
+
+func (s *Server) routes() {
+	r := mux.NewRouter()
+	r.Use(routeName)
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeProblem(w, req, ProblemNotFound, "No route matches "+req.Method+" "+req.URL.EscapedPath()+".", nil)
+	})
+	r.NotFoundHandler, r.MethodNotAllowedHandler = notFound, http.HandlerFunc(s.methodNotAllowed)
+
+	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
+	r.HandleFunc("/openapi.yaml", serveOpenAPIYAML).Methods(http.MethodGet)
+	r.HandleFunc("/openapi.json", serveOpenAPIJSON).Methods(http.MethodGet)
+	r.HandleFunc("/problems", serveProblemIndex).Methods(http.MethodGet)
+	r.HandleFunc("/problems/{slug}", serveProblem).Methods(http.MethodGet)
+
+	partner := func(method, path string, h http.HandlerFunc) {
+		r.Handle(path, s.partnerChain(method, h)).Methods(method)
+	}
+	partner(http.MethodPost, "/v1/churches/import", s.importChurches)
+	partner(http.MethodGet, "/v1/churches", s.listChurches)
+	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
+	s.router = r
+}
+
+// partnerChain is the middleware every /v1 and /sandbox route runs:
+// authentication, then the key's rate limit, then for POSTs the
+// Idempotency-Key contract. Routes are registered on the root router, not a
+// subrouter, so that a wrong method is a 405 rather than a 404.
+func (s *Server) partnerChain(method string, h http.Handler) http.Handler {
+	if method == http.MethodPost {
+		h = s.idempotent(h)
+	}
+	return s.authenticate(s.rateLimit(h))
+}
+
+// methodNotAllowed answers 405 with the Allow header listing what the path
+// does take.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if s.router.Match(probe, &match) && match.MatchErr == nil {
+			allowed = append(allowed, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeProblem(w, r, ProblemMethodNotAllowed, r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")+".", nil)
+}
+
+// readWait bounds how long a handler waits for the local projections to show
+// its own write.
+const readWait = 5 * time.Second
+
+// execute runs a command for this request. Under an Idempotency-Key the
+// command's dedup id comes from the key, and after a crash takeover the
+// command first looks for what the dead request already appended. On success
+// it waits until the local projections have applied the event, so the answer
+// and any read that follows see the write.
+func (s *Server) execute(r *http.Request, n int, cmd eventlog.Command) (eventlog.Outcome, error) {
+	ctx := r.Context()
+	if c := claimFrom(ctx); c != nil {
+		cmd.MsgID = c.MsgID(n)
+		if c.Takeover {
+			cmd.Recall = s.recall
+		}
+	}
+	out, err := s.ledger.Execute(ctx, cmd)
+	if err != nil || out.Record == nil {
+		return out, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.store.WaitFor(wctx, out.Record.Seq); err != nil {
+		return out, fmt.Errorf("read your write: %w", err)
+	}
+	return out, nil
+}
+
+// recall finds the event an earlier run of a command appended, once the
+// projections have caught up with the ledger.
+func (s *Server) recall(ctx context.Context, msgID string) (eventlog.Record, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.projector.CatchUp(wctx); err != nil {
+		return eventlog.Record{}, false, err
+	}
+	seq, ok, err := s.store.CommandSeq(msgID)
+	if err != nil || !ok {
+		return eventlog.Record{}, false, err
+	}
+	rec, err := s.ledger.Get(ctx, seq)
+	return rec, err == nil, err
+}
+
+// isUnavailable recognises failures to reach the ledger, which deserve a
+// 503 (retry later) rather than a 500.
+func isUnavailable(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrDisconnected)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz reports ready when the ledger answers and the projections have
+// caught up with it.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	last, err := s.ledger.LastSeq(ctx)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, ProblemUnavailable, "The ledger does not answer.", nil)
+		return
+	}
+	if err := s.store.WaitFor(ctx, last); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, ProblemUnavailable, fmt.Sprintf("Projections are catching up (%d of %d).", s.store.Applied(), last), nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "ledger_seq": last, "applied_seq": s.store.Applied()})
+}

@@ -1,0 +1,222 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// maxBatch bounds how many events one bbolt transaction applies.
+const maxBatch = 1000
+
+// Projector feeds a Store from the ledger, in stream order.
+type Projector struct {
+	store  *Store
+	ledger *eventlog.Ledger
+	log    zerolog.Logger
+
+	// runMu is held by the follow loop while it runs; Rebuild takes it to
+	// stop the loop for the swap.
+	runMu   sync.Mutex
+	pauseMu sync.Mutex
+	pause   context.CancelFunc
+}
+
+// NewProjector returns a projector that feeds store from ledger.
+func NewProjector(store *Store, ledger *eventlog.Ledger, log zerolog.Logger) *Projector {
+	return &Projector{store: store, ledger: ledger, log: log}
+}
+
+// Run follows the ledger until ctx ends, resuming from the store's
+// checkpoint. Errors are logged and the loop restarts from the checkpoint, so
+// nothing is skipped.
+func (p *Projector) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := p.followOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.log.Error().Err(err).Uint64("applied", p.store.Applied()).Msg("projector stopped; restarting from checkpoint")
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (p *Projector) followOnce(ctx context.Context) error {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.pauseMu.Lock()
+	p.pause = cancel
+	p.pauseMu.Unlock()
+	err := p.follow(runCtx)
+	if runCtx.Err() != nil && ctx.Err() == nil {
+		return nil // paused for a swap; the caller loops and resumes
+	}
+	return err
+}
+
+func (p *Projector) follow(ctx context.Context) error {
+	cons, err := p.ledger.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{p.ledger.Subjects().All()},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    p.store.Applied() + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("projector consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(maxBatch))
+	if err != nil {
+		return fmt.Errorf("projector messages: %w", err)
+	}
+	msgs := make(chan jetstream.Msg, maxBatch)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer it.Stop()
+	for {
+		batch, ok := collect(ctx, msgs)
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("projector messages: %w", <-errc)
+		}
+		recs := make([]eventlog.Record, 0, len(batch))
+		for _, m := range batch {
+			rec, err := p.ledger.RecordOf(m)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		if err := p.store.Apply(recs); err != nil {
+			return err
+		}
+	}
+}
+
+// collect waits for one message, then takes whatever else is already queued,
+// up to maxBatch, so a burst lands in one transaction.
+func collect(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
+	var batch []jetstream.Msg
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case m, ok := <-msgs:
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, m)
+	}
+	for len(batch) < maxBatch {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// CatchUp blocks until the store has applied everything the ledger held when
+// it was called.
+func (p *Projector) CatchUp(ctx context.Context) error {
+	last, err := p.ledger.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return p.store.WaitFor(ctx, last)
+}
+
+// Progress reports how far a rebuild has come.
+type Progress func(applied, total uint64)
+
+// Rebuild replays the whole ledger into a new file next to the live one,
+// then stops the follow loop, swaps the new file in atomically and lets the
+// loop resume from the new file's checkpoint.
+func (p *Projector) Rebuild(ctx context.Context, progress Progress) error {
+	tmp := p.store.Path() + ".rebuild"
+	if err := BuildFile(ctx, p.ledger, tmp, progress); err != nil {
+		return err
+	}
+	p.pauseMu.Lock()
+	if p.pause != nil {
+		p.pause()
+	}
+	p.pauseMu.Unlock()
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	// Apply what arrived while building, so the swap never steps back.
+	if err := catchUpFile(ctx, p.ledger, tmp, nil); err != nil {
+		return err
+	}
+	return p.store.swap(tmp)
+}
+
+// BuildFile replays the ledger from sequence 1 into a fresh file at path.
+func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	return catchUpFile(ctx, ledger, path, progress)
+}
+
+func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
+	s, err := Open(path)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	total, err := ledger.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	for s.Applied() < total {
+		recs, _, err := ledger.Read(ctx, ledger.Subjects().All(), s.Applied(), maxBatch)
+		if err != nil {
+			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
+		}
+		if len(recs) == 0 {
+			return errors.New("rebuild: ledger returned no events before its last sequence")
+		}
+		if err := s.Apply(recs); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(s.Applied(), total)
+		}
+	}
+	if progress != nil {
+		progress(s.Applied(), total)
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package projections
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+var (
+	bucketMeta = []byte("meta")
+	keyApplied = []byte("applied")
+)
+
+// Store is the open bbolt file plus what the projector has applied to it.
+type Store struct {
+	path string
+
+	// mu guards db against a swap by Rebuild; readers hold it shared.
+	mu sync.RWMutex
+	db *bolt.DB
+
+	// progressMu guards applied and changed. changed is closed and
+	// replaced every time a batch commits, waking everyone waiting for
+	// progress.
+	progressMu sync.Mutex
+	applied    uint64
+	changed    chan struct{}
+}
+
+// Open opens or creates the projection file at path.
+func Open(path string) (*Store, error) {
+	db, err := openBolt(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: path, db: db, changed: make(chan struct{})}
+	if err := db.View(func(tx *bolt.Tx) error {
+		s.applied = readApplied(tx)
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openBolt(path string) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open projections %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets() {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open projections %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Path is the file's location.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.Close()
+}
+
+// Applied is the stream sequence of the last event applied.
+func (s *Store) Applied() uint64 {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	return s.applied
+}
+
+// Changed returns a channel that is closed when the next batch of events is
+// applied.
+func (s *Store) Changed() <-chan struct{} {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	return s.changed
+}
+
+// WaitFor blocks until the event at seq has been applied, so a read after a
+// write on this instance sees the write.
+func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		s.progressMu.Lock()
+		applied, changed := s.applied, s.changed
+		s.progressMu.Unlock()
+		if applied >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("projections: waiting for sequence %d (at %d): %w", seq, applied, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+func (s *Store) advance(seq uint64) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if seq > s.applied {
+		s.applied = seq
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.View(fn)
+}
+
+// Apply applies records in one transaction, together with the checkpoint.
+// Records at or below the checkpoint are skipped, so redelivery is harmless.
+func (s *Store) Apply(recs []eventlog.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	var last uint64
+	s.mu.RLock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		last, err = applyBatch(tx, recs)
+		return err
+	})
+	s.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if last > 0 {
+		s.advance(last)
+	}
+	return nil
+}
+
+// applyBatch applies records past the checkpoint and moves the checkpoint.
+// It returns the new checkpoint, or 0 if nothing was new.
+func applyBatch(tx *bolt.Tx, recs []eventlog.Record) (uint64, error) {
+	applied := readApplied(tx)
+	var last uint64
+	for _, rec := range recs {
+		if rec.Seq <= applied {
+			continue
+		}
+		if rec.Seq != applied+1 && applied != 0 {
+			// Sequences are contiguous in a stream that denies deletes;
+			// a gap means a consumer bug, and applying past it would
+			// silently lose an event.
+			return 0, fmt.Errorf("projections: gap in ledger: at %d, got %d", applied, rec.Seq)
+		}
+		if err := applyRecord(tx, rec); err != nil {
+			return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
+		}
+		applied, last = rec.Seq, rec.Seq
+	}
+	if last == 0 {
+		return 0, nil
+	}
+	return last, tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
+}
+
+func applyRecord(tx *bolt.Tx, rec eventlog.Record) error {
+	ev, err := rec.Event()
+	if err != nil {
+		return err
+	}
+	if err := indexMsgID(tx, rec); err != nil {
+		return err
+	}
+	for _, a := range appliers[rec.Type] {
+		if err := a(tx, rec, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applier updates one read model for one event type.
+type applier func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error
+
+var (
+	appliers = map[string][]applier{}
+	buckets  [][]byte
+)
+
+// on registers a read model's reaction to an event type.
+func on(eventType string, a applier) {
+	if _, ok := domain.EventTypeSpec(eventType); !ok {
+		panic("projections: unknown event type " + eventType)
+	}
+	appliers[eventType] = append(appliers[eventType], a)
+}
+
+// bucket declares a bucket the read models use.
+func bucket(name string) []byte {
+	b := []byte(name)
+	buckets = append(buckets, b)
+	return b
+}
+
+func allBuckets() [][]byte { return append([][]byte{bucketMeta}, buckets...) }
+
+func readApplied(tx *bolt.Tx) uint64 {
+	b := tx.Bucket(bucketMeta)
+	if b == nil {
+		return 0
+	}
+	v := b.Get(keyApplied)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+	data := b.Get(key)
+	if data == nil {
+		return false, nil
+	}
+	return true, json.Unmarshal(data, v)
+}
+
+// Dump returns every bucket's contents, for comparing two files.
+func (s *Store) Dump() (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			m := map[string]string{}
+			out[string(name)] = m
+			return b.ForEach(func(k, v []byte) error {
+				m[string(k)] = string(v)
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
+// swap replaces the open file with the one at newPath, atomically for
+// readers: they either see the old file or the new one.
+func (s *Store) swap(newPath string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("swap projections: close: %w", err)
+	}
+	if err := os.Rename(newPath, s.path); err != nil {
+		// Reopen the old file so the service keeps running.
+		db, openErr := openBolt(s.path)
+		if openErr == nil {
+			s.db = db
+		}
+		return errors.Join(fmt.Errorf("swap projections: %w", err), openErr)
+	}
+	db, err := openBolt(s.path)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	var applied uint64
+	_ = db.View(func(tx *bolt.Tx) error { applied = readApplied(tx); return nil })
+	s.progressMu.Lock()
+	s.applied = applied
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.progressMu.Unlock()
+	return nil
+}

@@ -190,16 +190,14 @@ func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var after string
+	var after []byte
 	if c := r.URL.Query().Get("cursor"); c != "" {
-		pos, err := s.cursors.Decode(eventlog.CursorChurches, pid, c)
-		if err != nil {
+		if after, err = s.cursors.Decode(eventlog.CursorChurches, pid, c); err != nil {
 			writeProblem(w, r, ProblemInvalidCursor, "", nil)
 			return
 		}
-		after = string(pos)
 	}
-	churches, more, err := s.store.Churches(pid, after, limit)
+	churches, last, more, err := s.store.Churches(pid, after, limit)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -209,7 +207,7 @@ func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 		page.Data[i] = viewChurch(c)
 	}
 	if more {
-		next := s.cursors.Encode(eventlog.CursorChurches, pid, []byte(churches[len(churches)-1].ID))
+		next := s.cursors.Encode(eventlog.CursorChurches, pid, last)
 		page.NextCursor = &next
 	}
 	writeJSON(w, http.StatusOK, page)

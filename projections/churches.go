@@ -2,7 +2,7 @@ package projections
 
 import (
 	"bytes"
-	"encoding/json"
+	"encoding/binary"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -11,20 +11,26 @@ import (
 )
 
 var (
-	// bucketChurches holds "<partner>/<church id>" → Church. Church ids are
-	// KSUIDs, so a partner's churches list in creation order.
+	// bucketChurches holds "<partner>/<church id>" → Church.
 	bucketChurches = bucket("churches")
+	// bucketChurchOrder holds "<partner>/<seq><row>" → church id, listing a
+	// partner's churches in creation order: by the import's stream sequence,
+	// then by row within the import.
+	bucketChurchOrder = bucket("church_order")
 	// bucketChurchExternal holds "<partner>\x00<external_id>" → church id.
 	bucketChurchExternal = bucket("church_external_ids")
 )
 
 func init() {
-	on("church.imported", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+	on("church.imported", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 		imp := ev.Payload.(*domain.ChurchesImported)
-		churches, ext := tx.Bucket(bucketChurches), tx.Bucket(bucketChurchExternal)
+		churches, order, ext := tx.Bucket(bucketChurches), tx.Bucket(bucketChurchOrder), tx.Bucket(bucketChurchExternal)
 		for _, c := range imp.Created {
 			ch := domain.Church{ID: c.ID, Name: c.Name, ExternalID: c.ExternalID, CreatedAt: ev.OccurredAt}
 			if err := putJSON(churches, churchKey(ev.PartnerID, c.ID), ch); err != nil {
+				return err
+			}
+			if err := order.Put(orderKey(ev.PartnerID, ChurchPosition(rec.Seq, c.Index)), []byte(c.ID)); err != nil {
 				return err
 			}
 			if c.ExternalID != nil {
@@ -40,6 +46,17 @@ func init() {
 func churchKey(partner, church string) []byte { return []byte(partner + "/" + church) }
 
 func externalKey(partner, ext string) []byte { return []byte(partner + "\x00" + ext) }
+
+// ChurchPosition is a church's place in its partner's list: the import's
+// stream sequence and the row's index. Lists page by position.
+func ChurchPosition(seq uint64, index int) []byte {
+	pos := make([]byte, 12)
+	binary.BigEndian.PutUint64(pos, seq)
+	binary.BigEndian.PutUint32(pos[8:], uint32(index))
+	return pos
+}
+
+func orderKey(partner string, pos []byte) []byte { return append([]byte(partner+"/"), pos...) }
 
 // Church returns one of the partner's churches. Another partner's church is
 // not found, the same as a church that does not exist.
@@ -67,20 +84,23 @@ func (s *Store) ExternalIDUsed(partner, ext string) (bool, error) {
 }
 
 // Churches lists the partner's churches in creation order, starting after
-// the church id after (or from the first when empty), and reports whether
-// more follow.
-func (s *Store) Churches(partner, after string, limit int) ([]domain.Church, bool, error) {
+// position after (from the first when nil), and reports whether more follow
+// and the position of the last one returned.
+func (s *Store) Churches(partner string, after []byte, limit int) ([]domain.Church, []byte, bool, error) {
 	var (
 		out  []domain.Church
+		last []byte
 		more bool
 	)
 	prefix := []byte(partner + "/")
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketChurches).Cursor()
+		c := tx.Bucket(bucketChurchOrder).Cursor()
+		churches := tx.Bucket(bucketChurches)
 		k, v := c.Seek(prefix)
-		if after != "" {
-			k, v = c.Seek(churchKey(partner, after))
-			if bytes.Equal(k, churchKey(partner, after)) {
+		if after != nil {
+			start := orderKey(partner, after)
+			k, v = c.Seek(start)
+			if bytes.Equal(k, start) {
 				k, v = c.Next()
 			}
 		}
@@ -90,12 +110,13 @@ func (s *Store) Churches(partner, after string, limit int) ([]domain.Church, boo
 				return nil
 			}
 			var ch domain.Church
-			if err := json.Unmarshal(v, &ch); err != nil {
+			if _, err := getJSON(churches, churchKey(partner, string(v)), &ch); err != nil {
 				return err
 			}
 			out = append(out, ch)
+			last = bytes.Clone(k[len(prefix):])
 		}
 		return nil
 	})
-	return out, more, err
+	return out, last, more, err
 }

@@ -1,0 +1,75 @@
+package domain
+
+import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Hundredths is a decimal with exactly two fraction digits, kept as an
+// integer: cents for money, basis points for percentages. Floating point
+// never touches an amount.
+type Hundredths int64
+
+// ParseHundredths reads a JSON number into hundredths. It refuses anything
+// that is not a plain decimal number with at most two fraction digits, or
+// that does not fit: "10.10" is 1010; "10.101", "1e400", "NaN" and strings
+// are refused.
+func ParseHundredths(n json.Number) (Hundredths, bool) {
+	s := string(n)
+	if s == "" || len(s) > 24 || strings.ContainsAny(s, "eE+") {
+		return 0, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return 0, false
+	}
+	r.Mul(r, big.NewRat(100, 1))
+	if !r.IsInt() || !r.Num().IsInt64() {
+		return 0, false
+	}
+	v := r.Num().Int64()
+	if v > math.MaxInt64/100 || v < -math.MaxInt64/100 {
+		return 0, false
+	}
+	return Hundredths(v), true
+}
+
+// String writes the value with two fraction digits: 1010 is "10.10".
+func (h Hundredths) String() string {
+	sign := ""
+	v := int64(h)
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	return sign + strconv.FormatInt(v/100, 10) + "." + leftPad2(v%100)
+}
+
+// Trimmed writes the value without trailing zero fraction digits: 300 is
+// "3", 350 is "3.5".
+func (h Hundredths) Trimmed() string {
+	s := strings.TrimRight(h.String(), "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// MarshalJSON writes a JSON number with two fraction digits.
+func (h Hundredths) MarshalJSON() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalJSON reads what MarshalJSON wrote (and any exact decimal).
+func (h *Hundredths) UnmarshalJSON(b []byte) error {
+	v, ok := ParseHundredths(json.Number(b))
+	if !ok {
+		return Errorf(KindInvalid, "validation-error", "not an amount with at most two decimals: %s", b)
+	}
+	*h = v
+	return nil
+}
+
+func leftPad2(v int64) string {
+	if v < 10 {
+		return "0" + strconv.FormatInt(v, 10)
+	}
+	return strconv.FormatInt(v, 10)
+}

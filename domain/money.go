@@ -19,7 +19,7 @@ type Hundredths int64
 // are refused.
 func ParseHundredths(n json.Number) (Hundredths, bool) {
 	s := string(n)
-	if s == "" || len(s) > 24 || strings.ContainsAny(s, "eE+") {
+	if len(s) > 24 || !plainDecimal(s) {
 		return 0, false
 	}
 	r, ok := new(big.Rat).SetString(s)
@@ -35,6 +35,31 @@ func ParseHundredths(n json.Number) (Hundredths, bool) {
 		return 0, false
 	}
 	return Hundredths(v), true
+}
+
+// plainDecimal reports whether s is a JSON number without an exponent:
+// an optional minus, an integer part without leading zeros, and an optional
+// fraction. It keeps out what big.Rat would also accept ("1/4", "0x10",
+// "1_000", ".5").
+func plainDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	if !digits(whole) || (len(whole) > 1 && whole[0] == '0') {
+		return false
+	}
+	return !hasFrac || digits(frac)
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // String writes the value with two fraction digits: 1010 is "10.10".

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -233,11 +234,16 @@ func randomBase62(n int) string {
 // default port.
 func NormalizeOrigin(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
+	if err != nil || !strings.EqualFold(u.Scheme, "https") || u.Hostname() == "" {
 		return "", Errorf(KindInvalid, "validation-error", "must be an https origin such as https://example.org")
 	}
-	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	if u.User != nil || (u.Path != "" && u.Path != "/") || strings.ContainsAny(s, "?#") || u.Opaque != "" {
 		return "", Errorf(KindInvalid, "validation-error", "must be an origin only: scheme, host and optional port")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", Errorf(KindInvalid, "validation-error", "port must be 1 to 65535")
+		}
 	}
 	return OriginOf(u), nil
 }

@@ -1,0 +1,161 @@
+package domain_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+var occurredAt = regexp.MustCompile(`"occurred_at":"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"`)
+
+func TestEnvelopeFormat(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 4, 5, 123_999_999, time.FixedZone("CET", 3600))
+	ev := domain.NewEvent("pt_a", "en_1", "ch_1", at, &domain.EnrollmentActivated{EnrollmentID: "en_1"})
+	data, err := ev.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"event_id":"` + ev.ID + `","event_type":"enrollment.activated","occurred_at":"2026-11-21T09:04:05.123Z","church_id":"ch_1","payload":{"enrollment_id":"en_1"}}`
+	if string(data) != want {
+		t.Fatalf("envelope\n got %s\nwant %s", data, want)
+	}
+	if !domain.ValidID(domain.PrefixEvent, ev.ID) {
+		t.Fatalf("event id %q", ev.ID)
+	}
+}
+
+func TestEnvelopeOccurredAtAlwaysHasMilliseconds(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 100_000_000, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 999_999, time.UTC),
+		time.Now(),
+	} {
+		ev := domain.NewEvent("pt_a", "dep_1", "ch_1", at, &domain.DepositReceived{DepositID: "dep_1", Amount: 1010, Currency: "USD"})
+		data, err := ev.Envelope()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !occurredAt.Match(data) {
+			t.Errorf("occurred_at of %v: %s", at, data)
+		}
+		if !strings.Contains(string(data), `"amount":10.10`) {
+			t.Errorf("amount is not an exact decimal: %s", data)
+		}
+	}
+	if got := domain.FormatTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); got != "2026-01-01T00:00:00.000Z" {
+		t.Fatalf("FormatTime = %s", got)
+	}
+}
+
+func TestPublicEnvelopesAlwaysCarryChurchID(t *testing.T) {
+	// A public event always has the church_id member, even if empty, so
+	// partners can rely on the shape; internal ones carry null.
+	pub := domain.NewEvent("pt_a", "en_1", "", time.Now(), &domain.EnrollmentActivated{EnrollmentID: "en_1"})
+	data, err := pub.Envelope()
+	if err != nil || !strings.Contains(string(data), `"church_id":""`) {
+		t.Fatalf("public envelope %s, %v", data, err)
+	}
+	internal := domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"})
+	data, err = internal.Envelope()
+	if err != nil || !strings.Contains(string(data), `"church_id":null`) {
+		t.Fatalf("internal envelope %s, %v", data, err)
+	}
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	ev := domain.NewEvent("pt_a", "en_1", "ch_1", time.Now(), &domain.EnrollmentCreated{
+		EnrollmentID: "en_1", DonorSessionID: "ds_1", Status: domain.EnrollmentPending, Mode: domain.ModeFixed, Value: 2550,
+	})
+	data, err := ev.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := domain.DecodeEnvelope("pt_a", "en_1", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != ev.ID || back.Type != ev.Type || !back.OccurredAt.Equal(ev.OccurredAt) || back.ChurchID != "ch_1" || back.PartnerID != "pt_a" || back.AggregateID != "en_1" {
+		t.Fatalf("decoded %+v from %+v", back, ev)
+	}
+	if *back.Payload.(*domain.EnrollmentCreated) != *ev.Payload.(*domain.EnrollmentCreated) {
+		t.Fatalf("payload %+v", back.Payload)
+	}
+	again, err := back.Envelope()
+	if err != nil || string(again) != string(data) {
+		t.Fatalf("re-encoded envelope differs:\n%s\n%s", again, data)
+	}
+}
+
+func TestEnvelopeRefusals(t *testing.T) {
+	bad := domain.Event{ID: "evt_x", Type: "nope.nope", OccurredAt: time.Now(), Payload: &domain.KeyRevoked{}}
+	if _, err := bad.Envelope(); err == nil {
+		t.Error("unknown type enveloped")
+	}
+	mismatch := domain.Event{ID: "evt_x", Type: "enrollment.activated", OccurredAt: time.Now(), Payload: &domain.KeyRevoked{}}
+	if _, err := mismatch.Envelope(); err == nil {
+		t.Error("mismatched payload enveloped")
+	}
+	for _, data := range []string{
+		`not json`,
+		`{"event_id":"evt_x","event_type":"nope.nope","occurred_at":"2026-01-01T00:00:00.000Z","church_id":null,"payload":{}}`,
+		`{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"yesterday","church_id":null,"payload":{}}`,
+		`{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"2026-01-01T00:00:00.000Z","church_id":null,"payload":[]}`,
+	} {
+		if _, err := domain.DecodeEnvelope("pt_a", "pt_a", []byte(data)); err == nil {
+			t.Errorf("decoded %s", data)
+		}
+	}
+}
+
+func TestEventCatalogue(t *testing.T) {
+	public := domain.PublicEventTypes()
+	want := []string{"deposit.received", "enrollment.activated", "enrollment.created"}
+	for _, w := range want {
+		found := false
+		for _, p := range public {
+			found = found || p == w
+		}
+		if !found {
+			t.Errorf("public event types %v lack %s", public, w)
+		}
+	}
+	for _, internal := range []string{"partner.created", "partner.key_issued", "partner.key_revoked", "church.imported"} {
+		spec, ok := domain.EventTypeSpec(internal)
+		if !ok || spec.Public || spec.Summary == "" {
+			t.Errorf("%s: %+v, %v; want a documented internal type", internal, spec, ok)
+		}
+	}
+	for i := 1; i < len(public); i++ {
+		if public[i-1] >= public[i] {
+			t.Fatalf("public types not sorted: %v", public)
+		}
+	}
+	// Payload structs are the allowlist: an enrollment payload has no room
+	// for a phone number or an amount of pay.
+	data, _ := json.Marshal(&domain.EnrollmentCreated{})
+	for _, forbidden := range []string{"phone", "bank", "salary", "pay_amount"} {
+		if strings.Contains(string(data), forbidden) {
+			t.Errorf("enrollment.created payload has %s: %s", forbidden, data)
+		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	id := domain.NewID(domain.PrefixChurch)
+	if !domain.ValidID(domain.PrefixChurch, id) {
+		t.Fatalf("%q not valid", id)
+	}
+	for _, bad := range []string{"", "ch_", id[:len(id)-1], "en_" + id[3:], id + "x", "ch_" + strings.Repeat("!", 27)} {
+		if domain.ValidID(domain.PrefixChurch, bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if domain.NewID(domain.PrefixChurch) == id {
+		t.Fatal("ids repeat")
+	}
+}

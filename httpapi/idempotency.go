@@ -43,8 +43,8 @@ func validIdempotencyKey(k string) bool {
 // should run again.
 func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, present := r.Header["Idempotency-Key"]
-		if !present || len(key) == 0 || key[0] == "" {
+		key := r.Header["Idempotency-Key"]
+		if len(key) == 0 {
 			writeProblem(w, r, ProblemIdempotencyKeyMissing, "", nil)
 			return
 		}

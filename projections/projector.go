@@ -29,6 +29,12 @@ type Projector struct {
 	runMu   sync.Mutex
 	pauseMu sync.Mutex
 	pause   context.CancelFunc
+	// resumed is set while a rebuild holds the loop, and closed when the
+	// rebuild lets go. Without it the loop, once cancelled, would take
+	// runMu straight back and keep the rebuild waiting.
+	resumed chan struct{}
+	// rebuildMu lets one rebuild run at a time: they share a file name.
+	rebuildMu sync.Mutex
 }
 
 // NewProjector returns a projector that feeds store from ledger.
@@ -53,11 +59,26 @@ func (p *Projector) Run(ctx context.Context) {
 }
 
 func (p *Projector) followOnce(ctx context.Context) error {
+	p.pauseMu.Lock()
+	resumed := p.resumed
+	p.pauseMu.Unlock()
+	if resumed != nil {
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.pauseMu.Lock()
+	if p.resumed != nil {
+		// A rebuild began since the check above; let it have the loop.
+		p.pauseMu.Unlock()
+		return nil
+	}
 	p.pause = cancel
 	p.pauseMu.Unlock()
 	err := p.follow(runCtx)
@@ -164,15 +185,25 @@ type Progress func(applied, total uint64)
 // then stops the follow loop, swaps the new file in atomically and lets the
 // loop resume from the new file's checkpoint.
 func (p *Projector) Rebuild(ctx context.Context, progress Progress) error {
+	p.rebuildMu.Lock()
+	defer p.rebuildMu.Unlock()
 	tmp := p.store.Path() + ".rebuild"
 	if err := BuildFile(ctx, p.ledger, tmp, progress); err != nil {
 		return err
 	}
+	resumed := make(chan struct{})
 	p.pauseMu.Lock()
+	p.resumed = resumed
 	if p.pause != nil {
 		p.pause()
 	}
 	p.pauseMu.Unlock()
+	defer func() {
+		p.pauseMu.Lock()
+		p.resumed = nil
+		p.pauseMu.Unlock()
+		close(resumed)
+	}()
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
 	// Apply what arrived while building, so the swap never steps back.

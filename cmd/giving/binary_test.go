@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+// Tests that run the real binary share one build, removed when the tests end.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// givingBinary builds cmd/giving once per test run.
+func givingBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "giving-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "giving")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// cleanEnv is the test's environment without GIVING_* variables, plus env.
+func cleanEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIVING_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
+// cliResult is a finished CLI run.
+type cliResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// runCLI runs the binary to completion with args and extra environment.
+func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, givingBinary(t), args...)
+	cmd.Env = cleanEnv(env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.Code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("giving %s: %v", strings.Join(args, " "), err)
+	}
+	return res
+}
+
+// server is a running "giving serve" process.
+type server struct {
+	cmd    *exec.Cmd
+	URL    string
+	NATS   string // the --nats-listen address operator commands use
+	Stdout *syncBuffer
+	Stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startServer runs "giving serve" on dataDir with loopback listeners on
+// random ports and waits until it prints its addresses.
+func startServer(t *testing.T, dataDir string, env []string, args ...string) *server {
+	t.Helper()
+	args = append([]string{"serve", "--data", dataDir, "--addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, args...)
+	cmd := exec.Command(givingBinary(t), args...)
+	cmd.Env = cleanEnv(env...)
+	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, s.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.Stdout.Write([]byte(sc.Text() + "\n"))
+		}
+	}()
+	t.Cleanup(func() { s.kill() })
+	eventlogtest.WaitFor(t, time.Minute, "giving serve to print its addresses", func() bool {
+		select {
+		case <-s.done:
+			t.Fatalf("giving serve exited: %v\nstdout: %s\nstderr: %s", s.err, s.Stdout, s.Stderr)
+		default:
+		}
+		for _, line := range strings.Split(s.Stdout.String(), "\n") {
+			if _, url, ok := strings.Cut(line, " stack listening on "); ok {
+				s.URL = strings.TrimSpace(url)
+			}
+			if _, url, ok := strings.Cut(line, "embedded NATS for operator commands: "); ok {
+				s.NATS = strings.TrimPrefix(strings.TrimSpace(url), "nats://")
+			}
+		}
+		return s.URL != "" && s.NATS != ""
+	})
+	return s
+}
+
+// kill stops the process at once, as a crash would.
+func (s *server) kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// terminate sends SIGTERM and returns the exit code.
+func (s *server) terminate(t *testing.T) int {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatal("giving serve did not stop within a minute of SIGTERM")
+	}
+	return s.cmd.ProcessState.ExitCode()
+}

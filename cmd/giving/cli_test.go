@@ -1,0 +1,337 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/projections"
+)
+
+type createdPartner struct {
+	PartnerID string `json:"partner_id"`
+	APIKey    string `json:"api_key"`
+	KeyPrefix string `json:"key_prefix"`
+}
+
+func decodeCLI(t *testing.T, r cliResult) createdPartner {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	var out createdPartner
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("stdout is not JSON: %v: %q", err, r.Stdout)
+	}
+	return out
+}
+
+// waitStatus polls GET /v1/churches with key until it answers status: the
+// running instance applies operator commands through its projector.
+func waitStatus(t *testing.T, base, key string, status int) {
+	t.Helper()
+	c := &apitest.Client{TB: t, Base: base, Key: key}
+	eventlogtest.WaitFor(t, 10*time.Second, "key to answer "+http.StatusText(status), func() bool {
+		return c.Do(http.MethodGet, "/v1/churches", nil, nil).Status == status
+	})
+}
+
+// offline is how a test points the CLI at a data directory with no server:
+// the listener address has nothing behind it, so the CLI opens the
+// directory itself.
+func offline(dir string) []string {
+	return []string{"GIVING_DATA=" + dir, "GIVING_NATS_LISTEN=127.0.0.1:0"}
+}
+
+func TestCLIOfflineThenServe(t *testing.T) {
+	dir := t.TempDir()
+	// Flags from the environment: GIVING_DATA and GIVING_NATS_LISTEN.
+	p := decodeCLI(t, runCLI(t, offline(dir), "partners", "create", "--name", "Offline Partner", "--redirect-origin", "https://a.example", "--redirect-origin", "https://b.example:8443", "--json"))
+	if !domain.ValidID(domain.PrefixPartner, p.PartnerID) || !domain.WellFormedKey(domain.Sandbox, p.APIKey) {
+		t.Fatalf("created %+v", p)
+	}
+	second := decodeCLI(t, runCLI(t, offline(dir), "keys", "issue", "--partner", p.PartnerID, "--json"))
+	third := decodeCLI(t, runCLI(t, offline(dir), "keys", "issue", "--partner", p.PartnerID, "--json"))
+	if second.APIKey == p.APIKey || !strings.HasPrefix(second.APIKey, second.KeyPrefix) || second.PartnerID != p.PartnerID {
+		t.Fatalf("issued %+v", second)
+	}
+	r := runCLI(t, offline(dir), "keys", "revoke", "--key-prefix", third.KeyPrefix)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "revoked "+third.KeyPrefix) || !strings.Contains(r.Stderr, "via data directory") {
+		t.Fatalf("revoke: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	// Human output shows the key once, with a warning.
+	human := runCLI(t, offline(dir), "keys", "issue", "--partner", p.PartnerID)
+	if human.Code != 0 || !regexp.MustCompile(`api_key: sk_test_[0-9A-Za-z]{32}`).MatchString(human.Stdout) || !strings.Contains(human.Stdout, "shown once") {
+		t.Fatalf("human output: %q", human.Stdout)
+	}
+	// The keys are stored only as hashes.
+	if leaked := grepDir(t, dir, p.APIKey); leaked != "" {
+		t.Fatalf("the key's secret is stored in %s", leaked)
+	}
+
+	srv := startServer(t, dir, nil)
+	waitStatus(t, srv.URL, p.APIKey, 200)
+	waitStatus(t, srv.URL, second.APIKey, 200)
+	waitStatus(t, srv.URL, third.APIKey, 401)
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM\n%s", code, srv.Stderr)
+	}
+	if !strings.Contains(srv.Stderr.String(), "shutting down") {
+		t.Fatalf("no shutdown log: %s", srv.Stderr)
+	}
+	// A clean stop leaves the directory usable by the next process.
+	if r := runCLI(t, offline(dir), "keys", "issue", "--partner", p.PartnerID, "--json"); r.Code != 0 {
+		t.Fatalf("offline after stop: %d %s", r.Code, r.Stderr)
+	}
+}
+
+func TestCLIOnlineAgainstRunningServer(t *testing.T) {
+	dir := t.TempDir()
+	srv := startServer(t, dir, nil)
+	online := []string{"GIVING_NATS_LISTEN=" + srv.NATS}
+
+	r := runCLI(t, online, "partners", "create", "--name", "Online Partner", "--redirect-origin", "https://a.example")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "via running instance at nats://"+srv.NATS) {
+		t.Fatalf("create online: %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	m := regexp.MustCompile(`partner_id: (pt_\w+)\napi_key:\s+(sk_test_\w+)`).FindStringSubmatch(r.Stdout)
+	if m == nil {
+		t.Fatalf("create output %q", r.Stdout)
+	}
+	pid, key := m[1], m[2]
+	waitStatus(t, srv.URL, key, 200)
+
+	issued := decodeCLI(t, runCLI(t, online, "keys", "issue", "--partner", pid, "--json"))
+	waitStatus(t, srv.URL, issued.APIKey, 200)
+	r = runCLI(t, online, "keys", "revoke", "--key-prefix", issued.KeyPrefix)
+	if r.Code != 0 {
+		t.Fatalf("revoke online: %d %s", r.Code, r.Stderr)
+	}
+	waitStatus(t, srv.URL, issued.APIKey, 401)
+	waitStatus(t, srv.URL, key, 200)
+
+	// Refusals are usage or not-found errors, not crashes.
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"keys", "revoke", "--key-prefix", issued.KeyPrefix}, 1, "already revoked"},
+		{[]string{"keys", "revoke", "--key-prefix", "sk_test_nothere0"}, 1, "No key with prefix"},
+		{[]string{"keys", "issue", "--partner", "pt_nope"}, 1, "No partner"},
+		{[]string{"keys", "issue"}, 2, "--partner is required"},
+		{[]string{"partners", "create", "--redirect-origin", "https://a.example"}, 2, "--name is required"},
+		{[]string{"partners", "create", "--name", "X", "--redirect-origin", "http://insecure.example"}, 1, "https origin"},
+		{[]string{"partners"}, 2, "usage"},
+		{[]string{"nonsense"}, 2, "unknown command"},
+	} {
+		r := runCLI(t, online, tc.args...)
+		if r.Code != tc.code || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("giving %s: exit %d, stderr %q; want exit %d mentioning %q", strings.Join(tc.args, " "), r.Code, r.Stderr, tc.code, tc.want)
+		}
+	}
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM", code)
+	}
+}
+
+func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
+	dir := t.TempDir()
+	env := append(offline(dir), "GIVING_ENV=production")
+	p := decodeCLI(t, runCLI(t, env, "partners", "create", "--name", "Live Partner", "--redirect-origin", "https://live.example", "--json"))
+	if !domain.WellFormedKey(domain.Production, p.APIKey) {
+		t.Fatalf("production key %q", p.APIKey)
+	}
+	// A flag on the command line wins over the environment.
+	s := decodeCLI(t, runCLI(t, env, "partners", "create", "--env", "sandbox", "--name", "Test Partner", "--redirect-origin", "https://t.example", "--json"))
+	if !domain.WellFormedKey(domain.Sandbox, s.APIKey) {
+		t.Fatalf("sandbox key %q", s.APIKey)
+	}
+	if r := runCLI(t, append(offline(dir), "GIVING_ENV=staging"), "partners", "create", "--name", "X", "--json"); r.Code != 2 || !strings.Contains(r.Stderr, "sandbox or production") {
+		t.Fatalf("bad GIVING_ENV: %d %s", r.Code, r.Stderr)
+	}
+	if r := runCLI(t, []string{"GIVING_RATE_LIMIT=many"}, "serve"); r.Code != 2 || !strings.Contains(r.Stderr, "GIVING_RATE_LIMIT") {
+		t.Fatalf("bad GIVING_RATE_LIMIT: %d %s", r.Code, r.Stderr)
+	}
+	if r := runCLI(t, nil, "serve", "--env", "production", "--demo", "--data", dir); r.Code != 2 || !strings.Contains(r.Stderr, "--demo") {
+		t.Fatalf("--demo in production: %d %s", r.Code, r.Stderr)
+	}
+
+	srv := startServer(t, dir, []string{"GIVING_ENV=production"})
+	if !strings.Contains(srv.Stdout.String(), "production stack") {
+		t.Fatalf("serve output %q", srv.Stdout)
+	}
+	waitStatus(t, srv.URL, p.APIKey, 200)
+	waitStatus(t, srv.URL, s.APIKey, 401)
+}
+
+func TestServeDemo(t *testing.T) {
+	dir := t.TempDir()
+	srv := startServer(t, dir, nil, "--demo")
+	keyLine := regexp.MustCompile(`API key:\s+(sk_test_\w+)`)
+	partnerLine := regexp.MustCompile(`Demo partner: (pt_\w+)`)
+	eventlogtest.WaitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	key := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
+	pid := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]
+	if !strings.Contains(srv.Stdout.String(), "curl -s "+srv.URL+"/v1/churches/import") {
+		t.Fatalf("no curl example:\n%s", srv.Stdout)
+	}
+	waitStatus(t, srv.URL, key, 200)
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// A second start keeps the partner and issues a fresh key.
+	srv = startServer(t, dir, nil, "--demo")
+	eventlogtest.WaitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	if got := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]; got != pid {
+		t.Fatalf("demo partner %s, then %s", pid, got)
+	}
+	if again := keyLine.FindStringSubmatch(srv.Stdout.String())[1]; again == key {
+		t.Fatal("the same key shown twice")
+	}
+	waitStatus(t, srv.URL, key, 200)
+}
+
+func TestReplayOfflineAndOnline(t *testing.T) {
+	dir := t.TempDir()
+	p := decodeCLI(t, runCLI(t, offline(dir), "partners", "create", "--name", "Replay Partner", "--redirect-origin", "https://r.example", "--json"))
+	srv := startServer(t, dir, nil, "--rate-limit", "100000", "--rate-burst", "100000")
+	c := &apitest.Client{TB: t, Base: srv.URL, Key: p.APIKey}
+	var ids []string
+	for i := range 30 {
+		var imp importResponse
+		c.Do(http.MethodPost, importPath, `{"churches":[{"name":"R`+strings.Repeat("x", i)+`"}]}`, nil).JSON(t, &imp)
+		ids = append(ids, imp.Results[0].Church.ID)
+	}
+	path := projectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir})
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Online: every instance rebuilds and swaps its file; reads keep working.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var bad []int
+	reads := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := http.DefaultClient.Do(mustRequest(srv.URL+"/v1/churches/"+ids[0], p.APIKey))
+			mu.Lock()
+			reads++
+			if err != nil {
+				bad = append(bad, -1)
+			} else {
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					bad = append(bad, resp.StatusCode)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	r := runCLI(t, []string{"GIVING_NATS_LISTEN=" + srv.NATS}, "replay")
+	close(stop)
+	wg.Wait()
+	if r.Code != 0 || !strings.Contains(r.Stdout, "rebuilt up to sequence") {
+		t.Fatalf("online replay: %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if len(bad) > 0 || reads == 0 {
+		t.Fatalf("%d of %d reads failed during the replay: %v", len(bad), reads, bad)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(before, after) {
+		t.Fatal("the projection file was not swapped")
+	}
+	for _, id := range ids {
+		if r := c.Do(http.MethodGet, "/v1/churches/"+id, nil, nil); r.Status != 200 {
+			t.Fatalf("after replay: %s is %d", id, r.Status)
+		}
+	}
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	// Offline: plain progress lines (not a terminal), and the same read
+	// models afterwards.
+	live := dumpFile(t, path)
+	r = runCLI(t, offline(dir), "replay")
+	if r.Code != 0 {
+		t.Fatalf("offline replay: %d %s", r.Code, r.Stderr)
+	}
+	progress := regexp.MustCompile(`replay local: (\d+)/(\d+) events \(100%\), \d+ events/s, eta \S+`)
+	m := progress.FindStringSubmatch(r.Stderr)
+	if m == nil || m[1] != m[2] || strings.Contains(r.Stderr, "\r") {
+		t.Fatalf("progress output %q", r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "up to sequence "+m[1]) {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+	if got := dumpFile(t, path); !reflect.DeepEqual(got, live) {
+		t.Fatal("the offline replay changed the read models")
+	}
+}
+
+func mustRequest(url, key string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	return req
+}
+
+func dumpFile(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	s, err := projections.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return dumpStore(t, s)
+}
+
+// grepDir returns the first file under dir that contains s.
+func grepDir(t *testing.T, dir, s string) string {
+	t.Helper()
+	var found string
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || found != "" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(data), s) {
+			found = path
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}

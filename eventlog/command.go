@@ -65,6 +65,11 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{Record: &rec, Replayed: true}, nil
 		}
 	}
+	release, err := l.turns.take(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
+	}
+	defer release()
 	for attempt := 1; ; attempt++ {
 		h, err := l.history(ctx, cmd)
 		if err != nil {
@@ -117,9 +122,10 @@ func (l *Ledger) history(ctx context.Context, cmd Command) (History, error) {
 }
 
 // backoff waits a short, jittered, growing time so that contending commands
-// spread out instead of colliding again.
+// (on other instances: this one's take turns) spread out instead of
+// colliding again. It doubles from 1 ms up to 128 ms.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(attempt) * time.Millisecond
+	d := time.Millisecond << min(attempt-1, 7)
 	d += time.Duration(rand.Int64N(int64(d) + 1))
 	t := time.NewTimer(d)
 	defer t.Stop()

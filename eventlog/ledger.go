@@ -50,6 +50,9 @@ type Ledger struct {
 
 	bucketsMu sync.Mutex
 	buckets   map[string]jetstream.KeyValue
+
+	// turns lines up this process's commands on each aggregate.
+	turns turns
 }
 
 // ErrConflict means the aggregate changed since its state was loaded.

@@ -124,3 +124,55 @@ func TestReadFiltersByPartnerServerSide(t *testing.T) {
 		t.Fatalf("last of unknown = %d, %v; want 0", last, err)
 	}
 }
+
+// Two connections to one ledger stand for two instances: their commands on
+// one aggregate conflict for real, and each loser reloads and decides again.
+func TestExecuteAcrossInstancesRetriesConflicts(t *testing.T) {
+	ctx := context.Background()
+	first, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir(), NATSListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, NATSURL: first.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	pt := createPartner(t, first, "Acme")
+
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for _, l := range []*eventlog.Ledger{first, second} {
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := l.Execute(ctx, eventlog.Command{
+					Partner: pt, Aggregate: pt, MsgID: fmt.Sprintf("%p-%d", l, i),
+					Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+						var p domain.Partner
+						for _, e := range h.Events {
+							p.Apply(e)
+						}
+						ev, err := domain.IssueKey(&p, domain.GenerateKey(domain.Sandbox), time.Now())
+						return &ev, err
+					},
+				})
+				errs <- err
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("execute: %v", err)
+		}
+	}
+	recs, _, err := first.Read(ctx, first.Subjects().Aggregate(pt, pt), 0, 100)
+	if err != nil || len(recs) != 2*n+1 {
+		t.Fatalf("aggregate holds %d events, want %d (%v)", len(recs), 2*n+1, err)
+	}
+}

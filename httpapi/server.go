@@ -164,10 +164,11 @@ func (s *Server) recall(ctx context.Context, msgID string) (eventlog.Record, boo
 	return rec, err == nil, err
 }
 
-// isUnavailable recognises failures to reach the ledger, which deserve a
-// 503 (retry later) rather than a 500.
+// isUnavailable recognises failures to reach the ledger, and commands that
+// kept losing the race for their aggregate, which deserve a 503 (retry
+// later, and the Idempotency-Key is released) rather than a 500.
 func isUnavailable(err error) bool {
-	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) ||
+	return errors.Is(err, eventlog.ErrConflict) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrDisconnected)
 }

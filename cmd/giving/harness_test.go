@@ -58,7 +58,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func startStack(t *testing.T, opts ...stackOption) *testStack {
+func startStack(t testing.TB, opts ...stackOption) *testStack {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := stackConfig{
@@ -114,7 +114,7 @@ func (ts *testStack) partner(t *testing.T, origins ...string) (*apitest.Client, 
 }
 
 // waitProjected waits until the projections hold everything in the ledger.
-func (ts *testStack) waitProjected(t *testing.T) {
+func (ts *testStack) waitProjected(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,0 +1,72 @@
+package eventlog_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+// latencies collects per-operation durations and reports their percentiles.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	at := func(p float64) float64 {
+		return float64(l.d[int(p*float64(len(l.d)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.50), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+}
+
+// BenchmarkAppend measures one synced append to the embedded ledger (each
+// write is fsynced before it is acknowledged), one writer at a time.
+func BenchmarkAppend(b *testing.B) {
+	benchmarkAppend(b, 1)
+}
+
+// BenchmarkAppendParallel is the same with 16 concurrent writers.
+func BenchmarkAppendParallel(b *testing.B) {
+	benchmarkAppend(b, 8)
+}
+
+func benchmarkAppend(b *testing.B, parallelism int) {
+	l := eventlogtest.Open(b, domain.Sandbox)
+	ctx := context.Background()
+	var lat latencies
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := domain.NewID(domain.PrefixPartner)
+			ev := domain.NewEvent(id, id, "", time.Now(), &domain.PartnerCreated{
+				Name: "Benchmark Partner", Environment: "sandbox", RedirectOrigins: []string{"https://bench.example"},
+			})
+			start := time.Now()
+			if _, err := l.Append(ctx, ev, "", 0); err != nil {
+				b.Error(err)
+				return
+			}
+			lat.add(time.Since(start))
+		}
+	})
+	b.StopTimer()
+	lat.report(b)
+}

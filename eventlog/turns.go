@@ -1,0 +1,53 @@
+package eventlog
+
+import (
+	"context"
+	"sync"
+)
+
+// turns makes the commands of one aggregate take turns within this process.
+// The ledger's expected-sequence check keeps the aggregate consistent on its
+// own, but commands racing inside one process would mostly spend their
+// attempts losing to each other: sixteen imports for one partner at once
+// could exhaust their retries. Waiting for a turn costs nothing a conflict
+// would not have cost, and leaves the conflict check for what it is needed
+// for: other instances and the operator CLI.
+type turns struct {
+	mu sync.Mutex
+	m  map[string]*turn
+}
+
+type turn struct {
+	held chan struct{}
+	refs int
+}
+
+// take waits for the aggregate's turn and returns its release.
+func (t *turns) take(ctx context.Context, aggregate string) (func(), error) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[string]*turn{}
+	}
+	tu, ok := t.m[aggregate]
+	if !ok {
+		tu = &turn{held: make(chan struct{}, 1)}
+		t.m[aggregate] = tu
+	}
+	tu.refs++
+	t.mu.Unlock()
+	select {
+	case tu.held <- struct{}{}:
+		return func() { <-tu.held; t.drop(aggregate, tu) }, nil
+	case <-ctx.Done():
+		t.drop(aggregate, tu)
+		return nil, ctx.Err()
+	}
+}
+
+func (t *turns) drop(aggregate string, tu *turn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tu.refs--; tu.refs == 0 {
+		delete(t.m, aggregate)
+	}
+}

@@ -45,11 +45,11 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
 		if len(key) == 0 {
-			writeProblem(w, r, ProblemIdempotencyKeyMissing, "", nil)
+			writeProblem(w, r, ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
 			return
 		}
 		if len(key) > 1 || !validIdempotencyKey(key[0]) {
-			writeProblem(w, r, ProblemIdempotencyKeyInvalid, "", nil)
+			writeProblem(w, r, ProblemIdempotencyKeyInvalid, "Idempotency-Key must be sent once, as 1 to 255 visible ASCII characters (0x21 to 0x7E).", nil)
 			return
 		}
 		body, p := readBody(w, r)
@@ -65,11 +65,12 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		}
 		switch {
 		case begin.Mismatch:
-			writeProblem(w, r, ProblemIdempotencyKeyReused, "", nil)
+			writeProblem(w, r, ProblemIdempotencyKeyReused, "This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", nil)
 			return
 		case begin.InFlight:
-			w.Header().Set("Retry-After", strconv.Itoa(int(begin.RetryAfter/time.Second)))
-			writeProblem(w, r, ProblemIdempotencyInFlight, "", nil)
+			secs := strconv.Itoa(int(begin.RetryAfter / time.Second))
+			w.Header().Set("Retry-After", secs)
+			writeProblem(w, r, ProblemIdempotencyInFlight, "A request with this Idempotency-Key is still running. Retry after "+secs+" seconds to get its result.", nil)
 			return
 		case begin.Replay != nil:
 			replay(w, begin.Replay)

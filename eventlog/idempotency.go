@@ -58,7 +58,7 @@ func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg Idem
 }
 
 type idemRecord struct {
-	State       string    `json:"state"` // running | done
+	State       string    `json:"state"` // running | done | released
 	Fingerprint string    `json:"fingerprint"`
 	Instance    string    `json:"instance"`
 	Boot        string    `json:"boot"`
@@ -73,7 +73,8 @@ type Claim struct {
 	id  string
 	rev uint64
 	// Takeover is true when the key was left running by a request that
-	// died; the command must first look for what that request appended.
+	// died, or released by one that failed; the command must first look for
+	// what that request appended.
 	Takeover bool
 }
 
@@ -138,10 +139,10 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 				return BeginResult{}, fmt.Errorf("idempotency replay: %w", err)
 			}
 			return BeginResult{Replay: &StoredResponse{Status: cur.Status, Body: body}}, nil
-		case !s.abandoned(cur, now):
+		case cur.State == "running" && !s.abandoned(cur, now):
 			return BeginResult{InFlight: true, RetryAfter: retryAfter(cur.LeaseUntil.Sub(now))}, nil
 		}
-		// The first request died: take the key over.
+		// The first request died or failed: take the key over.
 		rec.CreatedAt = cur.CreatedAt
 		data, _ = json.Marshal(rec)
 		rev, err = s.kv.Update(ctx, id, data, entry.Revision())
@@ -185,10 +186,18 @@ func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string
 	return nil
 }
 
-// Release forgets the key, so the client may retry it: used when the
-// request failed on our side and changed nothing.
-func (s *Idempotency) Release(ctx context.Context, c *Claim) error {
-	if err := s.kv.Delete(ctx, c.id, jetstream.LastRevision(c.rev)); err != nil {
+// Release lets the key run again after the request failed on our side. The
+// record stays, marked released: a failure can come after the command's
+// event was stored (the projections timed out, the client went away), so
+// the retry takes the key over and first looks for that event instead of
+// deciding afresh against a state that already holds it.
+func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string) error {
+	rec := idemRecord{State: "released", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, CreatedAt: time.Now()}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
 		return fmt.Errorf("idempotency release: %w", err)
 	}
 	return nil

@@ -39,8 +39,8 @@ func validIdempotencyKey(k string) bool {
 //   - same key, different request: 422;
 //   - same key while the first is running: 409 with Retry-After.
 //
-// Responses of 5xx release the key, since nothing was done and a retry
-// should run again.
+// Responses of 5xx release the key so that a retry runs again; the retry
+// first looks for an event the failed run may have stored.
 func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
@@ -79,6 +79,14 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r = r.WithContext(context.WithValue(r.Context(), ctxClaim, begin.Claim))
 		rec := &recorder{header: http.Header{}}
+		defer func() {
+			// A panic is answered 500 further out; release the key so a
+			// retry need not wait out the lease.
+			if v := recover(); v != nil {
+				s.settle(r, begin.Claim, fp, &recorder{status: http.StatusInternalServerError})
+				panic(v)
+			}
+		}()
 		next.ServeHTTP(rec, r)
 		s.settle(r, begin.Claim, fp, rec)
 		rec.flush(w)
@@ -92,7 +100,7 @@ func (s *Server) settle(r *http.Request, c *eventlog.Claim, fp string, rec *reco
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if rec.status >= 500 || rec.status == 0 {
-		if err := s.idem.Release(ctx, c); err != nil {
+		if err := s.idem.Release(ctx, c, fp); err != nil {
 			logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
 		}
 		return

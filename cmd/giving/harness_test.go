@@ -93,6 +93,7 @@ func startStack(t *testing.T, opts ...stackOption) *testStack {
 // stop closes the HTTP server and the stack; safe to call twice.
 func (ts *testStack) stop() {
 	if ts.srv != nil {
+		ts.api.EndLongPolls()
 		ts.srv.Close()
 		ts.srv = nil
 		ts.stack.Close()

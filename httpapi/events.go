@@ -236,7 +236,10 @@ func (s *Server) readFeed(ctx context.Context, pid string, q feedQuery) ([]event
 		sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 	}
 	n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > bound })
-	recs = recs[:min(n, q.limit)]
+	if n > q.limit {
+		n, more = q.limit, true
+	}
+	recs = recs[:n]
 	for _, rec := range recs {
 		// The subject filter guarantees this; a breach must fail loudly
 		// rather than show one partner another's or an internal event.

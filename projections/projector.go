@@ -29,6 +29,10 @@ type Projector struct {
 	runMu   sync.Mutex
 	pauseMu sync.Mutex
 	pause   context.CancelFunc
+	// swapping is set while Rebuild waits for runMu, and closed when the
+	// swap is done. The follow loop must not take runMu back in between, or
+	// Rebuild would wait for it forever.
+	swapping chan struct{}
 }
 
 // NewProjector returns a projector that feeds store from ledger.
@@ -41,6 +45,7 @@ func NewProjector(store *Store, ledger *eventlog.Ledger, log zerolog.Logger) *Pr
 // nothing is skipped.
 func (p *Projector) Run(ctx context.Context) {
 	for ctx.Err() == nil {
+		p.awaitSwap(ctx)
 		err := p.followOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			p.log.Error().Err(err).Uint64("applied", p.store.Applied()).Msg("projector stopped; restarting from checkpoint")
@@ -59,7 +64,11 @@ func (p *Projector) followOnce(ctx context.Context) error {
 	defer cancel()
 	p.pauseMu.Lock()
 	p.pause = cancel
+	swapping := p.swapping != nil
 	p.pauseMu.Unlock()
+	if swapping {
+		return nil // let the pending swap take runMu; Run waits for it
+	}
 	err := p.follow(runCtx)
 	if runCtx.Err() != nil && ctx.Err() == nil {
 		return nil // paused for a swap; the caller loops and resumes
@@ -157,6 +166,20 @@ func (p *Projector) CatchUp(ctx context.Context) error {
 	return p.store.WaitFor(ctx, last)
 }
 
+// awaitSwap blocks while Rebuild is swapping the file in.
+func (p *Projector) awaitSwap(ctx context.Context) {
+	p.pauseMu.Lock()
+	done := p.swapping
+	p.pauseMu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // Progress reports how far a rebuild has come.
 type Progress func(applied, total uint64)
 
@@ -168,11 +191,19 @@ func (p *Projector) Rebuild(ctx context.Context, progress Progress) error {
 	if err := BuildFile(ctx, p.ledger, tmp, progress); err != nil {
 		return err
 	}
+	done := make(chan struct{})
 	p.pauseMu.Lock()
+	p.swapping = done
 	if p.pause != nil {
 		p.pause()
 	}
 	p.pauseMu.Unlock()
+	defer func() {
+		p.pauseMu.Lock()
+		p.swapping = nil
+		p.pauseMu.Unlock()
+		close(done)
+	}()
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
 	// Apply what arrived while building, so the swap never steps back.

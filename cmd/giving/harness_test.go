@@ -58,7 +58,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func startStack(t *testing.T, opts ...stackOption) *testStack {
+func startStack(t testing.TB, opts ...stackOption) *testStack {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := stackConfig{
@@ -101,7 +101,7 @@ func (ts *testStack) stop() {
 }
 
 // partner onboards a partner with one key and returns a client acting as it.
-func (ts *testStack) partner(t *testing.T, origins ...string) (*apitest.Client, string) {
+func (ts *testStack) partner(t testing.TB, origins ...string) (*apitest.Client, string) {
 	t.Helper()
 	if len(origins) == 0 {
 		origins = []string{"https://partner.example"}
@@ -115,7 +115,7 @@ func (ts *testStack) partner(t *testing.T, origins ...string) (*apitest.Client, 
 }
 
 // waitProjected waits until the projections hold everything in the ledger.
-func (ts *testStack) waitProjected(t *testing.T) {
+func (ts *testStack) waitProjected(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -127,8 +127,10 @@ func feedTypes(vals []string, v *domain.Validation) []string {
 			t = strings.TrimSpace(t)
 			spec, known := domain.EventTypeSpec(t)
 			switch {
-			case t == "":
+			case t == "" && !seen[""]:
+				seen[""] = true
 				v.Add("type", "holds an empty event type; separate types with single commas")
+			case t == "":
 			case !known || !spec.Public:
 				v.Add("type", "%q is not an event type; the event types are %s", t, strings.Join(domain.PublicEventTypes(), ", "))
 			case !seen[t]:

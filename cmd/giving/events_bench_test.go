@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 )
@@ -159,29 +157,4 @@ func appendFeedBlock(ctx context.Context, l *eventlog.Ledger, p feedProducer, st
 		return 0, err
 	}
 	return recs[0].Seq, nil
-}
-
-func withNATSURL(url string) stackOption {
-	return func(c *stackConfig) { c.Ledger.NATSURL = url }
-}
-
-// startUnsyncedNATS runs a nats-server with JetStream that does not fsync
-// each write, for benchmarks that need to build large ledgers quickly.
-func startUnsyncedNATS(tb testing.TB) string {
-	tb.Helper()
-	srv, err := server.NewServer(&server.Options{
-		JetStream: true, StoreDir: tb.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		tb.Fatal("nats-server not ready")
-	}
-	tb.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	return srv.ClientURL()
 }

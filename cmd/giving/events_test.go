@@ -359,7 +359,7 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
 	ts := startStack(t)
 	a, pa := ts.feedPartner(t, 1)
-	b, pb := ts.feedPartner(t, 1)
+	b, _ := ts.feedPartner(t, 1)
 	ctx := context.Background()
 	for range 3 {
 		if _, err := createEnrollment(ctx, ts.ledger, pa.Partner, pa.Churches[0]); err != nil {
@@ -414,7 +414,6 @@ func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
 	cursors := eventlog.NewCursors(ts.secrets)
 	refuse("a churches cursor", a, cursors.EncodeSeq(eventlog.CursorChurches, pa.Partner, 2))
 	refuse("past the end", a, cursors.EncodeSeq(eventlog.CursorEvents, pa.Partner, 1<<40))
-	_ = pb
 }
 
 // Bad parameters are 422s that name the parameter.
@@ -463,7 +462,7 @@ func TestFeedValidatesParameters(t *testing.T) {
 func TestFeedLongPoll(t *testing.T) {
 	ts := startStack(t)
 	c, p := ts.feedPartner(t, 1)
-	other, q := ts.feedPartner(t, 1)
+	_, q := ts.feedPartner(t, 1)
 	ctx := context.Background()
 
 	// Nothing to read: the wait runs out and the cursor stays.
@@ -527,7 +526,6 @@ func TestFeedLongPoll(t *testing.T) {
 		cursor = page.NextCursor
 	}
 	t.Logf("worst long-poll wake-up after an append: %s", worst)
-	_ = other
 
 	// A shutdown ends waiting polls at once, with the same cursor.
 	time.AfterFunc(200*time.Millisecond, ts.api.EndLongPolls)
@@ -573,4 +571,43 @@ func TestFeedMergesTypesInStreamOrder(t *testing.T) {
 		t.Fatal("last page says has_more")
 	}
 	sameRecords(t, "second page", second.Data, want[4:])
+}
+
+// Two instances share one ledger and master key: a cursor from one resumes
+// on the other, and a long poll on one wakes for an append made through the
+// other.
+func TestFeedAcrossInstances(t *testing.T) {
+	nats := startUnsyncedNATS(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	master := withMasterKey(fmt.Sprintf("%x", key))
+	one := startStack(t, withNATSURL(nats), master)
+	two := startStack(t, withNATSURL(nats), master)
+	c1, p := one.feedPartner(t, 1)
+	two.waitProjected(t)
+	c2 := &apitest.Client{TB: t, Base: two.URL, Key: c1.Key}
+	ctx := context.Background()
+	var recs []eventlog.Record
+	for range 4 {
+		rec, err := createEnrollment(ctx, one.ledger, p.Partner, p.Churches[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	page := getEvents(t, c1, url.Values{"limit": {"2"}})
+	sameRecords(t, "instance one", page.Data, recs[:2])
+	items, last := drainEvents(t, c2, url.Values{}, page.NextCursor)
+	sameRecords(t, "instance two, from instance one's cursor", items, recs[2:])
+
+	appended := make(chan eventlog.Record, 1)
+	time.AfterFunc(200*time.Millisecond, func() {
+		rec, err := receiveDeposit(ctx, one.ledger, p.Partner, p.Churches[0], 5_00, "cross")
+		if err != nil {
+			t.Error(err)
+		}
+		appended <- rec
+	})
+	woke := getEvents(t, c2, url.Values{"since_cursor": {last}, "wait": {"10"}})
+	sameRecords(t, "long poll on instance two", woke.Data, []eventlog.Record{<-appended})
 }

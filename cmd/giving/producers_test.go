@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi/apitest"
@@ -174,4 +176,40 @@ func (ts *testStack) feedPartner(t testing.TB, churches int) (*apitest.Client, f
 		p.Churches = append(p.Churches, r.Church.ID)
 	}
 	return c, p
+}
+
+// Stacks on a shared, external ledger, for tests of several instances and
+// for benchmarks that build large ledgers.
+
+// withNATSURL runs the stack on an external NATS server instead of an
+// embedded one.
+func withNATSURL(url string) stackOption {
+	return func(c *stackConfig) { c.Ledger.NATSURL = url }
+}
+
+// startUnsyncedNATS runs a separate nats-server with JetStream, standing in
+// for a cluster that several instances share. It does not fsync each write,
+// so benchmarks can build large ledgers quickly.
+func startUnsyncedNATS(tb testing.TB) string {
+	tb.Helper()
+	srv, err := server.NewServer(&server.Options{
+		JetStream: true, StoreDir: tb.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("nats-server not ready")
+	}
+	tb.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return srv.ClientURL()
+}
+
+// withMasterKey sets the master key, which instances sharing a ledger share.
+func withMasterKey(hex string) stackOption {
+	return func(c *stackConfig) { c.MasterKey = hex }
 }

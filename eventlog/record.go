@@ -156,7 +156,11 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 		return nil, 0, err
 	}
 	inbox := l.nc.NewRespInbox()
-	sub, err := l.nc.SubscribeSync(inbox)
+	// The answer is at most the batch and its end marker. A channel of that
+	// size, rather than SubscribeSync's 64k-slot one, keeps a small read
+	// from allocating half a megabyte.
+	msgs := make(chan *nats.Msg, max(req.Batch, 1)+1)
+	sub, err := l.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
 		return nil, 0, fmt.Errorf("direct get: %w", err)
 	}
@@ -171,9 +175,11 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 	}
 	var out []Record
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, 0, fmt.Errorf("direct get: %w", err)
+		var msg *nats.Msg
+		select {
+		case msg = <-msgs:
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("direct get: %w", ctx.Err())
 		}
 		switch msg.Header.Get("Status") {
 		case "":

@@ -169,6 +169,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// Our own types always marshal; this is a programming error.
 		panic("httpapi: marshal response: " + err.Error())
 	}
+	writeJSONBytes(w, status, body)
+}
+
+// writeJSONBytes sends an already encoded JSON body, for responses that embed
+// stored bytes verbatim (the event feed).
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

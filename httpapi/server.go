@@ -48,6 +48,7 @@ type Server struct {
 	limiter   *limiter
 	cursors   eventlog.Cursors
 	router    *mux.Router
+	polls     longPolls
 }
 
 // New builds the server and its routes.
@@ -89,6 +90,7 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/churches/import", s.importChurches)
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
+	partner(http.MethodGet, "/v1/events", s.listEvents)
 	s.router = r
 }
 

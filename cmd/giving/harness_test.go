@@ -93,6 +93,7 @@ func startStack(t testing.TB, opts ...stackOption) *testStack {
 // stop closes the HTTP server and the stack; safe to call twice.
 func (ts *testStack) stop() {
 	if ts.srv != nil {
+		ts.api.EndLongPolls()
 		ts.srv.Close()
 		ts.srv = nil
 		ts.stack.Close()
@@ -100,7 +101,7 @@ func (ts *testStack) stop() {
 }
 
 // partner onboards a partner with one key and returns a client acting as it.
-func (ts *testStack) partner(t *testing.T, origins ...string) (*apitest.Client, string) {
+func (ts *testStack) partner(t testing.TB, origins ...string) (*apitest.Client, string) {
 	t.Helper()
 	if len(origins) == 0 {
 		origins = []string{"https://partner.example"}

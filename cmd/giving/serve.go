@@ -81,6 +81,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	srv := &http.Server{Handler: st.api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(st.api.EndLongPolls)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 

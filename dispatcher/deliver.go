@@ -164,6 +164,10 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 // retries and attempt log. Every instance may do it; the second finds
 // nothing to do.
 func (d *Dispatcher) cleanup(ctx context.Context, partner, endpoint string) {
+	// Finish even when the dispatcher is stopping, so a deletion that
+	// coincides with a shutdown leaves nothing behind.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	log := d.log.With().Str("endpoint_id", endpoint).Logger()
 	if err := d.queue.DeleteConsumer(ctx, consumerName(endpoint)); err != nil && !isGone(err) {
 		log.Warn().Err(err).Msg("webhook cleanup: delete consumer")
@@ -268,6 +272,7 @@ func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
 		return
 	}
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
+	log.Debug().Str("outcome", string(res.outcome)).Int("status", res.status).Dur("duration", res.duration).Msg("webhook attempt")
 	if res.outcome != domain.DeliverySucceeded {
 		if j.Attempt > len(d.cfg.Schedule) {
 			attempt.Exhausted = true

@@ -28,20 +28,17 @@ const DefaultMaxRetryAfter = time.Hour
 // ParseSchedule reads a schedule written as comma-separated Go durations,
 // e.g. "1m,5m,15m".
 func ParseSchedule(s string) ([]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("retry schedule: at least one wait is required")
+	}
 	var out []time.Duration
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
 		d, err := time.ParseDuration(part)
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("retry schedule: %q is not a positive duration", part)
 		}
 		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("retry schedule: at least one wait is required")
 	}
 	return out, nil
 }

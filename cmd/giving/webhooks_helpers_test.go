@@ -89,6 +89,8 @@ type delivery struct {
 	At          time.Time
 	EventID     string
 	EventType   string
+	// Status is what the receiver answered; 0 while it hangs.
+	Status int
 }
 
 // receiver is a real HTTP server on loopback that records every request and
@@ -141,6 +143,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(rc.got)
 	rc.mu.Unlock()
 	status := rc.respond(n, r, w)
+	rc.mu.Lock()
+	rc.got[n-1].Status = status
+	rc.mu.Unlock()
 	if status == 0 {
 		select {
 		case <-r.Context().Done():
@@ -170,6 +175,17 @@ func (rc *receiver) count() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return len(rc.got)
+}
+
+// accepted reports which event ids were answered 2xx.
+func (rc *receiver) accepted() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range rc.deliveries() {
+		if d.Status/100 == 2 {
+			out[d.EventID] = true
+		}
+	}
+	return out
 }
 
 // received reports how many times each event id arrived.

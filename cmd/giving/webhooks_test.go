@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
 func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
@@ -34,6 +38,18 @@ func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
 	other := createEndpoint(t, c, rc.URL)
 	if other.Secret == ep.Secret {
 		t.Fatal("two endpoints got the same secret")
+	}
+	// The same Idempotency-Key answers the first creation again, secret
+	// included, and creates nothing.
+	key := apitest.Header{"Idempotency-Key": "create-hook-1"}
+	first := c.Do(http.MethodPost, "/v1/webhook_endpoints", map[string]any{"url": rc.URL, "event_types": []string{"*"}}, key)
+	again := c.Do(http.MethodPost, "/v1/webhook_endpoints", map[string]any{"url": rc.URL, "event_types": []string{"*"}}, key)
+	if first.Status != http.StatusCreated || again.Status != http.StatusOK || !bytes.Equal(first.Body, again.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s / %d %s", first.Status, first.Body, again.Status, again.Body)
+	}
+	replayed := first.Map(t)["id"].(string)
+	if r := c.Do(http.MethodDelete, "/v1/webhook_endpoints/"+replayed, nil, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete replayed endpoint: %d", r.Status)
 	}
 
 	get := c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID, nil, nil)
@@ -640,8 +656,12 @@ func TestWebhookTestDelivery(t *testing.T) {
 		env.Payload["webhook_endpoint_id"] != ep.ID {
 		t.Fatalf("test envelope: %s", d.Body)
 	}
-	if _, err := time.Parse(domain.TimeLayout, env.OccurredAt); err != nil {
-		t.Errorf("occurred_at %q", env.OccurredAt)
+	var doc any
+	if err := json.Unmarshal(d.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := apitest.Document(t).Components.Schemas["WebhookEndpointTestEvent"].Value.VisitJSON(doc); err != nil {
+		t.Errorf("test envelope does not match WebhookEndpointTestEvent: %v", err)
 	}
 	log := attempts(t, c, ep.ID)
 	if len(log) != 1 || log[0].EventID != env.EventID || log[0].EventType != "webhook_endpoint.test" || log[0].Outcome != "succeeded" || log[0].NextAttemptAt != nil {
@@ -691,4 +711,50 @@ func TestWebhookTestDelivery(t *testing.T) {
 	if r := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/test", `{"extra":1}`, nil); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("test with a body: %d", r.Status)
 	}
+}
+
+// Two instances share the ledger: both take deliveries, and when one stops,
+// the retries it scheduled are made by the other, since their state lives in
+// JetStream and not in either process.
+func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
+	schedule := withRetrySchedule(repeatWait(60, 150*time.Millisecond)...)
+	a := startStack(t, schedule, func(c *stackConfig) { c.Ledger.NATSListen = "127.0.0.1:0" })
+	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startStack(t, schedule, func(c *stackConfig) {
+		c.Ledger.NATSURL, c.MasterKey = a.ledger.ClientURL(), strings.TrimSpace(string(key))
+	})
+	c, pid := a.partner(t)
+	var up atomic.Bool
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int {
+		if up.Load() {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
+	ep := createEndpoint(t, c, rc.URL)
+	var ids []string
+	for range 40 {
+		_, id, _ := appendEnrollment(t, a.ledger, pid)
+		ids = append(ids, id)
+	}
+	attemptsBy := func(ts *testStack) int { return strings.Count(ts.Logs.String(), `"message":"webhook attempt"`) }
+	waitFor(t, 20*time.Second, "both instances make attempts and every event is tried", func() bool {
+		return attemptsBy(a) > 0 && attemptsBy(b) > 0 && len(rc.received()) == len(ids)
+	})
+	b.stop()
+	up.Store(true)
+	waitFor(t, 20*time.Second, "every event delivered by the remaining instance", func() bool {
+		return len(rc.accepted()) == len(ids)
+	})
+	got := rc.received()
+	for _, id := range ids {
+		if got[id] < 2 {
+			t.Errorf("event %s arrived %d times; want a failed attempt and a successful retry", id, got[id])
+		}
+	}
+	rc.verifyAll(t, ep.Secret)
+	t.Logf("attempts by instance a: %d, b: %d", attemptsBy(a), attemptsBy(b))
 }

@@ -37,15 +37,23 @@ func (d *Dispatcher) runWorkers(ctx context.Context) {
 	d.sweep(ctx)
 	tick := time.NewTicker(reconcileEvery)
 	defer tick.Stop()
+	seen, due := uint64(0), true
 	for {
 		changed := d.store.Changed()
-		d.reconcile(ctx)
+		// Most batches the projector applies touch no endpoint: only look at
+		// the endpoints when they changed, or on the tick, which also
+		// restarts a worker that stopped on its own.
+		if v, err := d.store.WebhookEndpointsChanged(); err != nil || v != seen || due {
+			seen = v
+			d.reconcile(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			pause(ctx, 20*time.Millisecond) // let a burst of batches settle
+			due = false
 		case <-tick.C:
+			due = true
 		}
 	}
 }

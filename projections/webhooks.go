@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +18,9 @@ var (
 	// bucketEndpointOrder holds "<partner>/<seq>" → endpoint id, listing a
 	// partner's endpoints in creation order.
 	bucketEndpointOrder = bucket("webhook_endpoint_order")
+	// keyEndpointsChanged, in the meta bucket, holds the sequence of the
+	// last endpoint creation or deletion.
+	keyEndpointsChanged = []byte("webhook_endpoints_changed")
 )
 
 // WebhookEndpoint is an endpoint as the read model keeps it: the aggregate
@@ -35,9 +39,15 @@ func init() {
 		if err := putJSON(tx.Bucket(bucketEndpoints), endpointKey(ev.PartnerID, ep.ID), ep); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketEndpointOrder).Put(orderKey(ev.PartnerID, u64(rec.Seq)), []byte(ep.ID))
+		if err := tx.Bucket(bucketEndpointOrder).Put(orderKey(ev.PartnerID, u64(rec.Seq)), []byte(ep.ID)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq))
 	})
-	on("webhook_endpoint.deleted", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+	on("webhook_endpoint.deleted", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+		if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
+			return err
+		}
 		b := tx.Bucket(bucketEndpoints)
 		key := endpointKey(ev.PartnerID, ev.AggregateID)
 		var ep WebhookEndpoint
@@ -103,6 +113,19 @@ func (s *Store) WebhookEndpoints(partner string, after []byte, limit int) ([]Web
 		return nil
 	})
 	return out, last, more, err
+}
+
+// WebhookEndpointsChanged is the sequence of the last endpoint creation or
+// deletion applied, so a reader can tell cheaply whether the set changed.
+func (s *Store) WebhookEndpointsChanged() (uint64, error) {
+	var seq uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyEndpointsChanged); len(v) == 8 {
+			seq = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return seq, err
 }
 
 // AllWebhookEndpoints lists every existing endpoint of every partner, for the

@@ -396,7 +396,8 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 // One endpoint hangs, one is healthy: the healthy one gets all 500 events
 // promptly, measured from the moment each append began.
 func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
-	ts := startStack(t)
+	const concurrency = 8
+	ts := startStack(t, withWebhooks(func(c *dispatcher.Config) { c.Timeout, c.Concurrency = time.Minute, concurrency }))
 	c, pid := ts.partner(t)
 	hang := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return 0 })
 	healthy := okReceiver(t)
@@ -437,8 +438,8 @@ func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
 	if p99 >= time.Second {
 		t.Errorf("p99 latency %s, want under 1s", p99)
 	}
-	if hang.count() == 0 {
-		t.Error("the hanging endpoint was never tried")
+	if n := hang.count(); n == 0 || n > concurrency {
+		t.Errorf("the hanging endpoint got %d requests at once, want 1 to %d", n, concurrency)
 	}
 	healthy.verifyAll(t, ep.Secret)
 }
@@ -757,4 +758,43 @@ func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
 	}
 	rc.verifyAll(t, ep.Secret)
 	t.Logf("attempts by instance a: %d, b: %d", attemptsBy(a), attemptsBy(b))
+}
+
+// A receiver that answers too late, or redirects, has not received the event:
+// both are failed attempts, and a redirect is never followed.
+func TestWebhookTimeoutAndRedirectAreFailures(t *testing.T) {
+	ts := startStack(t, withWebhooks(func(c *dispatcher.Config) { c.Timeout = 300 * time.Millisecond }))
+	c, _ := ts.partner(t)
+	slow := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return 0 })
+	target := okReceiver(t)
+	redirect := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) int {
+		w.Header().Set("Location", target.URL)
+		return http.StatusTemporaryRedirect
+	})
+	type result struct {
+		Delivered  bool    `json:"delivered"`
+		StatusCode *int    `json:"status_code"`
+		Error      *string `json:"error"`
+	}
+	slowEp := createEndpoint(t, c, slow.URL)
+	var out result
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+slowEp.ID+"/test", nil, nil).JSON(t, &out)
+	if out.Delivered || out.StatusCode != nil || out.Error == nil || !strings.Contains(*out.Error, "no answer within 300ms") {
+		t.Errorf("test to a receiver that hangs: %+v", out)
+	}
+	if l := attempts(t, c, slowEp.ID); len(l) != 1 || l[0].Outcome != "timeout" || l[0].DurationMS < 300 {
+		t.Errorf("timeout attempt: %+v", l)
+	}
+	redirectEp := createEndpoint(t, c, redirect.URL)
+	out = result{}
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+redirectEp.ID+"/test", nil, nil).JSON(t, &out)
+	if out.Delivered || out.StatusCode == nil || *out.StatusCode != http.StatusTemporaryRedirect {
+		t.Errorf("test to a receiver that redirects: %+v", out)
+	}
+	if l := attempts(t, c, redirectEp.ID); len(l) != 1 || l[0].Outcome != "failed" {
+		t.Errorf("redirect attempt: %+v", l)
+	}
+	if n := target.count(); n != 0 {
+		t.Errorf("the redirect was followed: its target got %d requests", n)
+	}
 }

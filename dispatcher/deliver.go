@@ -258,13 +258,18 @@ func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
 		return
 	}
 	rec, err := d.ledger.Get(ctx, j.Seq)
-	if err != nil || rec.Partner != j.Partner {
+	if err != nil {
 		if ctx.Err() != nil {
 			d.requeue(m, j)
 			return
 		}
 		log.Error().Err(err).Msg("webhook delivery: event not readable; will retry")
 		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	if rec.Partner != j.Partner || !rec.Public {
+		log.Error().Uint64("seq", j.Seq).Msg("webhook job points at another partner's or an internal event; dropped")
+		_ = m.Term()
 		return
 	}
 	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))

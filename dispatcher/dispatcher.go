@@ -135,7 +135,6 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 		MaxAge:            max(7*24*time.Hour, 2*span),
 		Duplicates:        2 * time.Minute,
 		AllowMsgSchedules: true,
-		AllowDirect:       true,
 	}
 	if replicas <= 1 {
 		// Jobs are re-derivable work-queue state: off the synced path.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/partnergiving/giving/domain"
 )
@@ -43,6 +44,9 @@ var (
 	errNotAllowed   = errors.New("address not allowed")
 	errUnresolvable = errors.New("host could not be resolved")
 )
+
+// resolveWait bounds the lookup of a receiver's host at registration.
+const resolveWait = 5 * time.Second
 
 // guard checks receiver addresses and makes the connections, pinned to the
 // addresses it checked.
@@ -79,6 +83,8 @@ func (g *guard) checkURL(ctx context.Context, raw string) error {
 	if u.Scheme != "https" && !g.policy.AllowHTTP {
 		return domainURLError("must use https")
 	}
+	ctx, cancel := context.WithTimeout(ctx, resolveWait)
+	defer cancel()
 	_, err = g.resolve(ctx, u.Hostname())
 	switch {
 	case errors.Is(err, errNotAllowed):

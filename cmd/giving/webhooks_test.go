@@ -394,19 +394,22 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 }
 
 // One endpoint hangs, one is healthy: the healthy one gets all 500 events
-// promptly, measured from the moment each append began.
+// promptly. Latency runs from the moment each append was acknowledged (the
+// event exists in the ledger) to the moment the receiver got it; the time the
+// append itself took is reported beside it, since on a shared machine the
+// disk, not the dispatcher, decides that.
 func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
 	const concurrency = 8
 	ts := startStack(t, withWebhooks(func(c *dispatcher.Config) { c.Timeout, c.Concurrency = time.Minute, concurrency }))
 	c, pid := ts.partner(t)
 	hang := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return 0 })
 	healthy := okReceiver(t)
-	createEndpoint(t, c, hang.URL)
+	hangEp := createEndpoint(t, c, hang.URL)
 	ep := createEndpoint(t, c, healthy.URL)
 
 	const events, appenders = 500, 4
 	var mu sync.Mutex
-	began := map[string]time.Time{}
+	began, appended := map[string]time.Time{}, map[string]time.Time{}
 	var wg sync.WaitGroup
 	for range appenders {
 		wg.Add(1)
@@ -414,8 +417,9 @@ func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
 			defer wg.Done()
 			for range events / appenders {
 				_, id, start := appendEnrollment(t, ts.ledger, pid)
+				done := time.Now()
 				mu.Lock()
-				began[id] = start
+				began[id], appended[id] = start, done
 				mu.Unlock()
 			}
 		}()
@@ -428,20 +432,24 @@ func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
 			first[d.EventID] = d.At
 		}
 	}
-	lat := make([]time.Duration, 0, events)
+	var lat, appendLat []time.Duration
 	for id, at := range first {
-		lat = append(lat, at.Sub(began[id]))
+		lat = append(lat, at.Sub(appended[id]))
+		appendLat = append(appendLat, appended[id].Sub(began[id]))
 	}
 	slices.Sort(lat)
-	p50, p99, maxLat := lat[len(lat)/2], lat[len(lat)*99/100-1], lat[len(lat)-1]
-	t.Logf("healthy endpoint: %d events, latency from append p50 %s, p99 %s, max %s; hanging endpoint got %d requests", len(lat), p50, p99, maxLat, hang.count())
-	if p99 >= time.Second {
+	slices.Sort(appendLat)
+	pct := func(l []time.Duration, p int) time.Duration { return l[len(l)*p/100-1] }
+	t.Logf("healthy endpoint: %d events; append to receipt p50 %s, p99 %s, max %s; the appends took p50 %s, p99 %s; hanging endpoint got %d requests",
+		len(lat), pct(lat, 50), pct(lat, 99), lat[len(lat)-1], pct(appendLat, 50), pct(appendLat, 99), hang.count())
+	if p99 := pct(lat, 99); p99 >= time.Second {
 		t.Errorf("p99 latency %s, want under 1s", p99)
 	}
 	if n := hang.count(); n == 0 || n > concurrency {
 		t.Errorf("the hanging endpoint got %d requests at once, want 1 to %d", n, concurrency)
 	}
 	healthy.verifyAll(t, ep.Secret)
+	hang.verifyAll(t, hangEp.Secret)
 }
 
 func TestWebhookProductionRefusesInternalReceivers(t *testing.T) {
@@ -623,6 +631,8 @@ func TestWebhookDeleteStopsDeliveriesAndPendingRetries(t *testing.T) {
 	if _, err := queue.Consumer(ctx, "deliver_"+control.ID); err != nil {
 		t.Fatalf("the control endpoint's consumer: %v", err)
 	}
+	doomedRc.verifyAll(t, doomed.Secret)
+	controlRc.verifyAll(t, control.Secret)
 }
 
 func TestWebhookTestDelivery(t *testing.T) {
@@ -683,6 +693,7 @@ func TestWebhookTestDelivery(t *testing.T) {
 	bad := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return http.StatusInternalServerError })
 	badEp := createEndpoint(t, c, bad.URL)
 	resp = c.Do(http.MethodPost, "/v1/webhook_endpoints/"+badEp.ID+"/test", "{}", nil)
+	bad.verifyAll(t, badEp.Secret)
 	var out struct {
 		Delivered  bool    `json:"delivered"`
 		StatusCode *int    `json:"status_code"`
@@ -797,4 +808,6 @@ func TestWebhookTimeoutAndRedirectAreFailures(t *testing.T) {
 	if n := target.count(); n != 0 {
 		t.Errorf("the redirect was followed: its target got %d requests", n)
 	}
+	slow.verifyAll(t, slowEp.Secret)
+	redirect.verifyAll(t, redirectEp.Secret)
 }

@@ -119,6 +119,9 @@ type EventSpec struct {
 	// Public events reach partners through webhooks and the feed. Internal
 	// events stay in the ledger for the service's own use.
 	Public bool
+	// TestOnly marks the test delivery's event: enveloped like a public
+	// event, sent only by a test request, never stored, never subscribable.
+	TestOnly bool
 	// Summary says when the event happens, for documentation.
 	Summary string
 	New     func() Payload
@@ -148,17 +151,29 @@ func register[T any, P interface {
 	catalogue[typ] = EventSpec{Type: typ, Public: public, Summary: summary, New: func() Payload { return P(new(T)) }}
 }
 
+// registerTestOnly adds the test delivery's payload type to the catalogue.
+func registerTestOnly[T any, P interface {
+	*T
+	Payload
+}](summary string) {
+	register[T, P](true, summary)
+	spec := catalogue[P(new(T)).EventType()]
+	spec.TestOnly = true
+	catalogue[spec.Type] = spec
+}
+
 // EventTypeSpec returns the catalogue entry for typ.
 func EventTypeSpec(typ string) (EventSpec, bool) {
 	s, ok := catalogue[typ]
 	return s, ok
 }
 
-// PublicEventTypes lists the event types partners can subscribe to, sorted.
+// PublicEventTypes lists the event types partners can subscribe to and read
+// on the feed, sorted.
 func PublicEventTypes() []string {
 	var out []string
 	for t, s := range catalogue {
-		if s.Public {
+		if s.Public && !s.TestOnly {
 			out = append(out, t)
 		}
 	}

@@ -25,6 +25,9 @@ func (s Subjects) Event(e domain.Event) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("subject: unknown event type %q", e.Type)
 	}
+	if spec.TestOnly {
+		return "", fmt.Errorf("subject: %s is never stored", e.Type)
+	}
 	if !safeToken(e.PartnerID) || !safeToken(e.AggregateID) {
 		return "", fmt.Errorf("subject: unsafe partner %q or aggregate %q", e.PartnerID, e.AggregateID)
 	}
@@ -47,6 +50,12 @@ func (s Subjects) Public(partner, eventType string) string {
 		return s.prefix() + partner + ".*.pub.>"
 	}
 	return s.prefix() + partner + ".*.pub." + eventType
+}
+
+// Noun matches one partner's events about one noun, every verb: the
+// "webhook_endpoint" noun covers webhook_endpoint.created and .deleted.
+func (s Subjects) Noun(partner, noun string) string {
+	return s.prefix() + partner + ".*.*." + noun + ".*"
 }
 
 // AllPublic matches every partner's public events.

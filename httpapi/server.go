@@ -35,6 +35,9 @@ type Deps struct {
 	Idempotency *eventlog.Idempotency
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
+	// Webhooks and Attempts serve the webhook endpoint routes.
+	Webhooks Webhooks
+	Attempts *eventlog.AttemptLog
 }
 
 // Server serves the API.
@@ -49,6 +52,10 @@ type Server struct {
 	cursors   eventlog.Cursors
 	router    *mux.Router
 	polls     longPolls
+
+	webhooks    Webhooks
+	attempts    *eventlog.AttemptLog
+	webhookSeal *eventlog.Sealer
 }
 
 // New builds the server and its routes.
@@ -62,6 +69,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
 	}
+	s.webhooks, s.attempts, s.webhookSeal = d.Webhooks, d.Attempts, d.Secrets.Sealer(eventlog.WebhookSecretPurpose)
 	s.routes()
 	return s, nil
 }
@@ -91,6 +99,12 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
 	partner(http.MethodGet, "/v1/events", s.listEvents)
+	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
+	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
+	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
+	partner(http.MethodDelete, "/v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
+	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	s.router = r
 }
 

@@ -29,6 +29,7 @@ type serveFlags struct {
 	rate      int
 	burst     int
 	logLevel  string
+	webhooks  webhookFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.webhooks.register(fs)
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -57,6 +59,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	hooks, err := f.webhooks.config()
+	if err != nil {
+		return err
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
@@ -72,6 +78,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st, err := openStack(ctx, stackConfig{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log,
+		Webhooks: hooks,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
@@ -26,6 +27,9 @@ type stackConfig struct {
 	// the data directory, which one process uses at a time.
 	Instance string
 	Log      zerolog.Logger
+	// Webhooks tunes the dispatcher; its environment and log come from the
+	// stack.
+	Webhooks dispatcher.Config
 }
 
 // stack is one running instance: the ledger, the projections and their
@@ -38,6 +42,8 @@ type stack struct {
 	projector *projections.Projector
 	api       *httpapi.Server
 	control   *control
+
+	dispatcher *dispatcher.Dispatcher
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -78,12 +84,23 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	attempts, err := s.ledger.OpenAttemptLog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hooks := cfg.Webhooks
+	hooks.Env, hooks.Log = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger()
+	s.dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.ledger, Store: s.store, Secrets: s.secrets, Attempts: attempts})
+	if err != nil {
+		return nil, err
+	}
 	s.api, err = httpapi.New(httpapi.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
 		Log: cfg.Log.With().Str("component", "http").Logger(),
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
 		Idempotency: idem, RateLimits: limits, Secrets: s.secrets,
+		Webhooks: s.dispatcher, Attempts: attempts,
 	})
 	if err != nil {
 		return nil, err
@@ -106,6 +123,11 @@ func (s *stack) start(ctx context.Context) error {
 	go func() {
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.dispatcher.Run(runCtx)
 	}()
 	if err := s.control.listen(); err != nil {
 		return err

@@ -35,6 +35,7 @@ type Deps struct {
 	Idempotency *eventlog.Idempotency
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
+	Vault       *eventlog.Vault
 }
 
 // Server serves the API.
@@ -47,6 +48,8 @@ type Server struct {
 	idem      *eventlog.Idempotency
 	limiter   *limiter
 	cursors   eventlog.Cursors
+	vault     *eventlog.Vault
+	flowKey   []byte
 	router    *mux.Router
 }
 
@@ -60,6 +63,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
+		vault: d.Vault, flowKey: d.Secrets.Key("flow-token"),
 	}
 	s.routes()
 	return s, nil
@@ -89,6 +93,10 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/churches/import", s.importChurches)
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
+	partner(http.MethodPost, "/v1/donor_sessions", s.createSession)
+	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
+	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
+	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
 	s.router = r
 }
 

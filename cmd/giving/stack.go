@@ -78,12 +78,16 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	vault, err := s.ledger.OpenVault(ctx, s.secrets)
+	if err != nil {
+		return nil, err
+	}
 	s.api, err = httpapi.New(httpapi.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
 		Log: cfg.Log.With().Str("component", "http").Logger(),
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault,
 	})
 	if err != nil {
 		return nil, err
@@ -106,6 +110,11 @@ func (s *stack) start(ctx context.Context) error {
 	go func() {
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.api.SweepSessions(runCtx, time.Second)
 	}()
 	if err := s.control.listen(); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -24,7 +25,10 @@ type Config struct {
 	// PublicURL is the address partners and donors reach the service at.
 	PublicURL string
 	RateLimit RateLimit
-	Log       zerolog.Logger
+	// Vendors are the inbound webhook signing secrets (the sandbox stack's
+	// own on the sandbox).
+	Vendors VendorSecrets
+	Log     zerolog.Logger
 }
 
 // Deps are the parts the HTTP layer works with.
@@ -36,6 +40,9 @@ type Deps struct {
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
 	Vault       *eventlog.Vault
+	// Simulator plays the sandbox vendors; nil on the production stack,
+	// where /sandbox is never mounted.
+	Simulator *simulators.Simulator
 }
 
 // Server serves the API.
@@ -49,6 +56,7 @@ type Server struct {
 	limiter   *limiter
 	cursors   eventlog.Cursors
 	vault     *eventlog.Vault
+	simulator *simulators.Simulator
 	flowKey   []byte
 	router    *mux.Router
 }
@@ -63,7 +71,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
-		vault: d.Vault, flowKey: d.Secrets.Key("flow-token"),
+		vault: d.Vault, simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
 	}
 	s.routes()
 	return s, nil
@@ -97,6 +105,16 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
 	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
 	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
+	for _, v := range vendorRoutes {
+		r.HandleFunc("/edge/"+v.kind, s.edge(v)).Methods(http.MethodPost)
+	}
+	// The simulators exist only on the sandbox stack; in production every
+	// /sandbox path is an ordinary 404.
+	if s.cfg.Env == domain.Sandbox && s.simulator != nil {
+		partner(http.MethodPost, "/sandbox/simulate/payroll-connected", s.simulatePayroll)
+		partner(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
+		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
+	}
 	s.router = r
 }
 
@@ -202,3 +220,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "ledger_seq": last, "applied_seq": s.store.Applied()})
 }
+
+// VendorSecrets are the inbound webhook secrets in use, for operators and
+// tests that sign vendor webhooks.
+func (s *Server) VendorSecrets() VendorSecrets { return s.cfg.Vendors }

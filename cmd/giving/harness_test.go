@@ -29,7 +29,12 @@ type testStack struct {
 type stackOption func(*stackConfig)
 
 func withEnv(env domain.Environment) stackOption {
-	return func(c *stackConfig) { c.Ledger.Env = env }
+	return func(c *stackConfig) {
+		c.Ledger.Env = env
+		if env == domain.Production {
+			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+		}
+	}
 }
 
 func withRateLimit(perSecond, burst int) stackOption {

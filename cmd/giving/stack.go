@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,9 +13,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
 )
 
 // stackConfig is everything needed to run one instance.
@@ -22,6 +26,12 @@ type stackConfig struct {
 	MasterKey string
 	PublicURL string
 	RateLimit httpapi.RateLimit
+	// Vendors are the inbound webhook secrets. On the sandbox stack, empty
+	// ones are derived from the master key, so every instance shares them.
+	Vendors httpapi.VendorSecrets
+	// TLSRoots lets the sandbox simulators trust the service's own
+	// certificate when it serves https.
+	TLSRoots *x509.CertPool
 	// Instance names this instance stably across restarts; it defaults to
 	// the data directory, which one process uses at a time.
 	Instance string
@@ -82,12 +92,20 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	vendors, err := vendorSecrets(cfg, s.secrets)
+	if err != nil {
+		return nil, err
+	}
+	var sim *simulators.Simulator
+	if cfg.Ledger.Env == domain.Sandbox {
+		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+	}
 	s.api, err = httpapi.New(httpapi.Config{
-		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
+		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit, Vendors: vendors,
 		Log: cfg.Log.With().Str("component", "http").Logger(),
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim,
 	})
 	if err != nil {
 		return nil, err
@@ -142,4 +160,22 @@ func (s *stack) Close() error {
 		s.ledger.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// vendorSecrets returns the inbound webhook secrets: configured ones, or on
+// the sandbox stack its own, derived from the master key. Production refuses
+// to start without all three.
+func vendorSecrets(cfg stackConfig, secrets *eventlog.Secrets) (httpapi.VendorSecrets, error) {
+	v := cfg.Vendors
+	pick := func(have []byte, kind string) []byte {
+		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {
+			return have
+		}
+		return []byte(hex.EncodeToString(secrets.Key("sandbox-vendor/" + kind)))
+	}
+	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
+	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
+		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --vendor-secret-kyc")
+	}
+	return v, nil
 }

@@ -22,10 +22,16 @@ func enroll(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, p
 	var s sessionResponse
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
 	steps := []func(cur *domain.Session, now time.Time) (*domain.Event, error){
-		func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "browser", now) },
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.Bind(cur, "browser", now)
+		},
 		domain.SendCode,
-		func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.CheckCode(cur, true, now) },
-		func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Consent(cur, "Grace", now) },
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.CheckCode(cur, true, now)
+		},
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.Consent(cur, "Grace", now)
+		},
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
 			return domain.DecideKYC(cur, domain.KYCPassed, "test", now)
 		},
@@ -347,8 +353,12 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 		for _, step := range []func(cur *domain.Session, now time.Time) (*domain.Event, error){
 			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "b", now) },
 			domain.SendCode,
-			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.CheckCode(cur, true, now) },
-			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Consent(cur, "Grace", now) },
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+				return domain.CheckCode(cur, true, now)
+			},
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+				return domain.Consent(cur, "Grace", now)
+			},
 		} {
 			if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{Partner: pid, Aggregate: s.ID,
 				Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {

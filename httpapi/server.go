@@ -16,6 +16,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/sms"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -25,6 +26,9 @@ type Config struct {
 	PublicURL string
 	RateLimit RateLimit
 	Log       zerolog.Logger
+	// Now is the clock; nil means time.Now. Tests move it forward to
+	// expire sessions and codes without waiting.
+	Now func() time.Time
 }
 
 // Deps are the parts the HTTP layer works with.
@@ -36,6 +40,8 @@ type Deps struct {
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
 	Vault       *eventlog.Vault
+	// SMS verifies donor phones in the hosted flow.
+	SMS sms.Verifier
 }
 
 // Server serves the API.
@@ -50,6 +56,9 @@ type Server struct {
 	cursors   eventlog.Cursors
 	vault     *eventlog.Vault
 	flowKey   []byte
+	csrfKey   []byte
+	fpKey     []byte
+	sms       sms.Verifier
 	router    *mux.Router
 }
 
@@ -64,10 +73,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
 		vault: d.Vault, flowKey: d.Secrets.Key("flow-token"),
+		csrfKey: d.Secrets.Key("flow-csrf"), fpKey: d.Secrets.Key("idempotency-fingerprint"), sms: d.SMS,
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
+	}
+	if s.sms == nil {
+		return nil, errors.New("httpapi: no SMS verifier")
 	}
 	s.routes()
 	return s, nil
 }
+
+// now is the server's clock.
+func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // Handler is the root handler.
 func (s *Server) Handler() http.Handler { return s.observe(s.router) }
@@ -97,6 +116,7 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
 	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
 	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
+	s.flowRoutes(r)
 	s.router = r
 }
 

@@ -29,6 +29,7 @@ type serveFlags struct {
 	rate      int
 	burst     int
 	logLevel  string
+	twilio    twilioFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.twilio.register(fs)
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +62,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
+	verifier, err := f.twilio.verifier(lcfg.Env)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", f.addr, err)
@@ -71,7 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	st, err := openStack(ctx, stackConfig{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
-		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log,
+		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, SMS: verifier,
 	})
 	if err != nil {
 		return err

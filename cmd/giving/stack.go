@@ -11,9 +11,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/sms"
 )
 
 // stackConfig is everything needed to run one instance.
@@ -26,6 +28,11 @@ type stackConfig struct {
 	// the data directory, which one process uses at a time.
 	Instance string
 	Log      zerolog.Logger
+	// SMS verifies donor phones; nil means the sandbox verifier, which only
+	// the sandbox stack may use.
+	SMS sms.Verifier
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // stack is one running instance: the ledger, the projections and their
@@ -82,12 +89,19 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	verifier := cfg.SMS
+	if verifier == nil {
+		if cfg.Ledger.Env != domain.Sandbox {
+			return nil, errors.New("the production stack needs an SMS verifier (Twilio)")
+		}
+		verifier = sms.Sandbox{}
+	}
 	s.api, err = httpapi.New(httpapi.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
-		Log: cfg.Log.With().Str("component", "http").Logger(),
+		Log: cfg.Log.With().Str("component", "http").Logger(), Now: cfg.Now,
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, SMS: verifier,
 	})
 	if err != nil {
 		return nil, err

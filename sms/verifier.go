@@ -21,4 +21,6 @@ type Sandbox struct{}
 func (Sandbox) Send(context.Context, string) error { return nil }
 
 // Check accepts SandboxCode only.
-func (Sandbox) Check(_ context.Context, _, code string) (bool, error) { return code == SandboxCode, nil }
+func (Sandbox) Check(_ context.Context, _, code string) (bool, error) {
+	return code == SandboxCode, nil
+}

@@ -135,6 +135,27 @@ func (tb *tab) screenshotOnFailure() {
 	}
 }
 
+// snap saves a screenshot of the page when GIVING_SCREENS=1, to look at
+// the flow as a donor sees it.
+func (tb *tab) snap(name string) {
+	if os.Getenv("GIVING_SCREENS") != "1" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Logf("screenshot: %v", err)
+		return
+	}
+	dir, _ := filepath.Abs("testdata-screens")
+	_ = os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err == nil {
+		tb.t.Logf("screenshot: %s", path)
+	}
+}
+
 // run performs actions, failing the test on error.
 func (tb *tab) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
@@ -233,6 +254,7 @@ func TestFlowInBrowser(t *testing.T) {
 		s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/done?from=giving")
 		tb := b.tab(t)
 		tb.open(s.URL, "Confirm it's you")
+		tb.snap("1-verify")
 		if body := tb.text(`document.body.innerText`); !strings.Contains(body, "ending in 00") || strings.Contains(body, "555") {
 			t.Fatalf("masked phone: %s", body)
 		}
@@ -256,16 +278,20 @@ func TestFlowInBrowser(t *testing.T) {
 			return tb.text(`document.activeElement.id`) == "code"
 		})
 		// Then the right one works.
+		tb.snap("2-wrong-code")
 		tb.typeInto("#code", "000000")
 		tb.click("#confirm", "Agree to give")
+		tb.snap("3-consent")
 		if label := tb.text(`document.querySelector("label[for=gift]").textContent`); label != "I want to give 3% of each paycheck to Grace Chapel." {
 			t.Fatalf("consent label: %q", label)
 		}
 		tb.consent("Connect your payroll")
+		tb.snap("4-payroll")
 		tb.run("choose a provider", chromedp.Click(chromedp.CSS("#provider-summit_hr")))
 		tb.typeInto("#username", "user_good")
 		tb.typeInto("#password", "pass_good")
 		tb.click("#connect", "You're all set")
+		tb.snap("5-done")
 
 		// Refresh and back are safe.
 		tb.leave()
@@ -305,6 +331,7 @@ func TestFlowInBrowser(t *testing.T) {
 		tb.open(s.URL, "Confirm it's you")
 		tb.verifyPhone()
 		tb.consent("We're reviewing your details")
+		tb.snap("6-review")
 		if got := tb.text(`document.querySelector('meta[http-equiv="refresh"]').content`); got != "30" {
 			t.Fatalf("refresh: %q", got)
 		}
@@ -337,6 +364,7 @@ func TestFlowInBrowser(t *testing.T) {
 		b.tab(t).open(s.URL, "Confirm it's you")
 		other := newBrowser(t).tab(t)
 		other.open(s.URL, "This link was already used")
+		other.snap("7-used")
 	})
 
 	// Last: moving the clock expires every open session of the stack.

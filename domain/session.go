@@ -176,8 +176,10 @@ func (s *Session) Apply(e Event) {
 	case *SessionOpened:
 		s.BindingHash = p.BindingHash
 	case *CodeSent:
+		// A new code does not reset the wrong tries: the limit is per
+		// session, or a resend every 30 s would allow endless guessing.
 		at := e.OccurredAt
-		s.CodeSentAt, s.CodeAttempts = &at, 0
+		s.CodeSentAt = &at
 	case *CodeRejected:
 		s.CodeAttempts = p.Attempts
 	case *SessionLocked:

@@ -32,6 +32,25 @@ type Vault struct {
 // the stored bytes; a purge alone would leave the ciphertext in the block
 // files until compaction. Otherwise it is an ordinary one-revision bucket.
 func (l *Ledger) OpenVault(ctx context.Context, secrets *Secrets) (*Vault, error) {
+	stream, kv, err := l.vaultBucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Vault{kv: kv, stream: stream, seal: secrets.Sealer("vault"), donor: secrets.Key("donor-id")}, nil
+}
+
+// ForgetDonor erases a donor's phone as Vault.Forget does. It needs no keys
+// (erasing ciphertext does not read it), so an operator tool can run it
+// without the master key.
+func (l *Ledger) ForgetDonor(ctx context.Context, donorID string) error {
+	stream, kv, err := l.vaultBucket(ctx)
+	if err != nil {
+		return err
+	}
+	return forget(ctx, kv, stream, donorID)
+}
+
+func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.KeyValue, error) {
 	name := "VAULT_" + strings.ToUpper(string(l.cfg.Env))
 	stream, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              "KV_" + name,
@@ -46,13 +65,13 @@ func (l *Ledger) OpenVault(ctx context.Context, secrets *Secrets) (*Vault, error
 		DenyDelete:        false,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open vault: %w", err)
+		return nil, nil, fmt.Errorf("open vault: %w", err)
 	}
 	kv, err := l.js.KeyValue(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("open vault: %w", err)
+		return nil, nil, fmt.Errorf("open vault: %w", err)
 	}
-	return &Vault{kv: kv, stream: stream, seal: secrets.Sealer("vault"), donor: secrets.Key("donor-id")}, nil
+	return stream, kv, nil
 }
 
 // DonorID is the donor's id within one partner: a keyed hash of the partner
@@ -102,9 +121,13 @@ func (v *Vault) Phone(ctx context.Context, donorID string) (string, error) {
 // Forget erases the donor's phone: every stored revision is overwritten on
 // disk (JetStream secure erase), then the key is purged.
 func (v *Vault) Forget(ctx context.Context, donorID string) error {
+	return forget(ctx, v.kv, v.stream, donorID)
+}
+
+func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream, donorID string) error {
 	found := false
 	for {
-		entry, err := v.kv.Get(ctx, donorID)
+		entry, err := kv.Get(ctx, donorID)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			break
 		}
@@ -112,14 +135,14 @@ func (v *Vault) Forget(ctx context.Context, donorID string) error {
 			return fmt.Errorf("vault forget: %w", err)
 		}
 		found = true
-		if err := v.stream.SecureDeleteMsg(ctx, entry.Revision()); err != nil {
+		if err := stream.SecureDeleteMsg(ctx, entry.Revision()); err != nil {
 			return fmt.Errorf("vault forget: erase: %w", err)
 		}
 	}
 	if !found {
 		return ErrForgotten
 	}
-	if err := v.kv.Purge(ctx, donorID); err != nil {
+	if err := kv.Purge(ctx, donorID); err != nil {
 		return fmt.Errorf("vault forget: purge: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -29,6 +30,9 @@ type Config struct {
 	// own on the sandbox).
 	Vendors VendorSecrets
 	Log     zerolog.Logger
+	// Now is the clock; nil means time.Now. Tests move it forward to
+	// expire sessions and codes without waiting.
+	Now func() time.Time
 }
 
 // Deps are the parts the HTTP layer works with.
@@ -43,6 +47,8 @@ type Deps struct {
 	// Simulator plays the sandbox vendors; nil on the production stack,
 	// where /sandbox is never mounted.
 	Simulator *simulators.Simulator
+	// SMS verifies donor phones in the hosted flow.
+	SMS sms.Verifier
 }
 
 // Server serves the API.
@@ -58,6 +64,9 @@ type Server struct {
 	vault     *eventlog.Vault
 	simulator *simulators.Simulator
 	flowKey   []byte
+	csrfKey   []byte
+	fpKey     []byte
+	sms       sms.Verifier
 	router    *mux.Router
 }
 
@@ -72,10 +81,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
 		vault: d.Vault, simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
+		csrfKey: d.Secrets.Key("flow-csrf"), fpKey: d.Secrets.Key("idempotency-fingerprint"), sms: d.SMS,
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
+	}
+	if s.sms == nil {
+		return nil, errors.New("httpapi: no SMS verifier")
 	}
 	s.routes()
 	return s, nil
 }
+
+// now is the server's clock.
+func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // Handler is the root handler.
 func (s *Server) Handler() http.Handler { return s.observe(s.router) }
@@ -115,6 +134,7 @@ func (s *Server) routes() {
 		partner(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
 		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
+	s.flowRoutes(r)
 	s.router = r
 }
 

@@ -86,7 +86,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 				cur.Apply(e)
 			}
 			n.TokenHash = domain.HashKey(s.flowToken(n.ID))
-			ev, err := domain.CreateSession(&cur, n, time.Now())
+			ev, err := domain.CreateSession(&cur, n, s.now())
 			return &ev, err
 		},
 	})
@@ -103,7 +103,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var created domain.Session
 	created.Apply(ev)
-	v := viewSession(created, time.Now())
+	v := viewSession(created, s.now())
 	v.URL = s.flowURL(created.ID)
 	writeJSON(w, http.StatusCreated, v)
 }
@@ -220,7 +220,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, domain.NotFound("donor session", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, viewSession(sess, time.Now()))
+	writeJSON(w, http.StatusOK, viewSession(sess, s.now()))
 }
 
 // loadSession folds a session's history.
@@ -233,10 +233,12 @@ func loadSession(h eventlog.History) domain.Session {
 }
 
 // sessionCommand runs a decision on a session aggregate loaded from the
-// ledger, and returns the session as it stands afterwards.
+// ledger, and returns the session as it stands afterwards. When it appended,
+// it waits for the local projections to apply the event, so that the page a
+// donor is redirected to next already shows the new step.
 func (s *Server) sessionCommand(ctx context.Context, partner, id string, decide func(*domain.Session) (*domain.Event, error)) (domain.Session, error) {
 	var after domain.Session
-	_, err := s.ledger.Execute(ctx, eventlog.Command{
+	out, err := s.ledger.Execute(ctx, eventlog.Command{
 		Partner: partner, Aggregate: id,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			cur := loadSession(h)
@@ -251,7 +253,10 @@ func (s *Server) sessionCommand(ctx context.Context, partner, id string, decide 
 			return ev, err
 		},
 	})
-	return after, err
+	if err != nil || out.Record == nil {
+		return after, err
+	}
+	return after, s.waitApplied(ctx, out.Record.Seq)
 }
 
 // ensureEnrollment creates a completed session's enrollment unless it
@@ -272,7 +277,7 @@ func (s *Server) ensureEnrollment(ctx context.Context, sess domain.Session) erro
 			if e.Exists() {
 				return nil, nil
 			}
-			ev, err := domain.CreateEnrollment(&e, n, time.Now())
+			ev, err := domain.CreateEnrollment(&e, n, s.now())
 			return &ev, err
 		},
 	})
@@ -294,14 +299,14 @@ func (s *Server) SweepSessions(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		due, err := s.store.DueSessions(time.Now(), 500)
+		due, err := s.store.DueSessions(s.now(), 500)
 		if err != nil {
 			s.log.Error().Err(err).Msg("session sweep")
 			continue
 		}
 		for _, ref := range due {
 			_, err := s.sessionCommand(ctx, ref.PartnerID, ref.SessionID, func(cur *domain.Session) (*domain.Event, error) {
-				return domain.Expire(cur, time.Now()), nil
+				return domain.Expire(cur, s.now()), nil
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("session expiry")

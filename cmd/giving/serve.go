@@ -34,6 +34,7 @@ type serveFlags struct {
 	tlsCert   string
 	tlsKey    string
 	vendors   struct{ payroll, bank, kyc string }
+	twilio    twilioFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -49,6 +50,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
+	f.twilio.register(fs)
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -98,6 +100,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	verifier, err := f.twilio.verifier(lcfg.Env)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", f.addr, err)
@@ -113,7 +119,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	st, err := openStack(ctx, stackConfig{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
-		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots,
+		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors: httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
 	})
 	if err != nil {

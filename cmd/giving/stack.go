@@ -18,6 +18,7 @@ import (
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
 )
 
 // stackConfig is everything needed to run one instance.
@@ -36,6 +37,11 @@ type stackConfig struct {
 	// the data directory, which one process uses at a time.
 	Instance string
 	Log      zerolog.Logger
+	// SMS verifies donor phones; nil means the sandbox verifier, which only
+	// the sandbox stack may use.
+	SMS sms.Verifier
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // stack is one running instance: the ledger, the projections and their
@@ -100,12 +106,19 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
 	}
+	verifier := cfg.SMS
+	if verifier == nil {
+		if cfg.Ledger.Env != domain.Sandbox {
+			return nil, errors.New("the production stack needs an SMS verifier (Twilio)")
+		}
+		verifier = sms.Sandbox{}
+	}
 	s.api, err = httpapi.New(httpapi.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit, Vendors: vendors,
-		Log: cfg.Log.With().Str("component", "http").Logger(),
+		Log: cfg.Log.With().Str("component", "http").Logger(), Now: cfg.Now,
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim, SMS: verifier,
 	})
 	if err != nil {
 		return nil, err

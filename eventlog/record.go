@@ -151,6 +151,25 @@ func (l *Ledger) LastOf(ctx context.Context, filter string) (uint64, error) {
 }
 
 func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {
+	msgs, pending, err := l.directMsgs(ctx, l.name, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Record, 0, len(msgs))
+	for _, msg := range msgs {
+		rec, err := l.recordOf(msg)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+	}
+	return out, pending, nil
+}
+
+// directMsgs runs a direct get, single or batched, on one of the
+// environment's streams and returns the stored messages and, for a batch, how
+// many more match.
+func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, 0, err
@@ -161,7 +180,7 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 		return nil, 0, fmt.Errorf("direct get: %w", err)
 	}
 	defer sub.Unsubscribe()
-	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+l.name, inbox, body); err != nil {
+	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
 		return nil, 0, fmt.Errorf("direct get: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -169,7 +188,7 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	var out []Record
+	var out []*nats.Msg
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -188,11 +207,7 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 		default:
 			return nil, 0, fmt.Errorf("direct get: status %s %s", msg.Header.Get("Status"), msg.Header.Get("Description"))
 		}
-		rec, err := l.recordOf(msg)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, rec)
+		out = append(out, msg)
 		if req.Batch == 0 {
 			return out, 0, nil
 		}

@@ -49,6 +49,12 @@ func (s Subjects) Public(partner, eventType string) string {
 	return s.prefix() + partner + ".*.pub." + eventType
 }
 
+// Noun matches one partner's events about one noun, every verb: the
+// "webhook_endpoint" noun covers webhook_endpoint.created and .deleted.
+func (s Subjects) Noun(partner, noun string) string {
+	return s.prefix() + partner + ".*.*." + noun + ".*"
+}
+
 // AllPublic matches every partner's public events.
 func (s Subjects) AllPublic() string { return s.prefix() + "*.*.pub.>" }
 

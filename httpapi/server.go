@@ -49,6 +49,9 @@ type Deps struct {
 	Simulator *simulators.Simulator
 	// SMS verifies donor phones in the hosted flow.
 	SMS sms.Verifier
+	// Webhooks and Attempts serve the webhook endpoint routes.
+	Webhooks Webhooks
+	Attempts *eventlog.AttemptLog
 }
 
 // Server serves the API.
@@ -68,6 +71,10 @@ type Server struct {
 	fpKey     []byte
 	sms       sms.Verifier
 	router    *mux.Router
+
+	webhooks    Webhooks
+	attempts    *eventlog.AttemptLog
+	webhookSeal *eventlog.Sealer
 }
 
 // New builds the server and its routes.
@@ -89,6 +96,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if s.sms == nil {
 		return nil, errors.New("httpapi: no SMS verifier")
 	}
+	s.webhooks, s.attempts, s.webhookSeal = d.Webhooks, d.Attempts, d.Secrets.Sealer(eventlog.WebhookSecretPurpose)
 	s.routes()
 	return s, nil
 }
@@ -135,6 +143,12 @@ func (s *Server) routes() {
 		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
 	s.flowRoutes(r)
+	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
+	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
+	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
+	partner(http.MethodDelete, "/v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
+	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	s.router = r
 }
 

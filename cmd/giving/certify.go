@@ -24,7 +24,7 @@ import (
 
 // giving certify runs the spec's certification sequence against a sandbox,
 // as a partner's integration would: it only uses the public API, a local
-// webhook receiver, and the hosted flow's plain HTML forms.
+// webhook certReceiver, and the hosted flow's plain HTML forms.
 
 // certifyFlags configure a certification run.
 type certifyFlags struct {
@@ -42,7 +42,7 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.baseURL, "base-url", "", "the sandbox's base URL (required)")
 	fs.StringVar(&f.apiKey, "api-key", "", "a sandbox API key, sk_test_... (required)")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "127.0.0.1:0", "address the local webhook receiver listens on")
-	fs.StringVar(&f.webhookURL, "webhook-url", "", "URL the sandbox reaches the receiver at (default http://<webhook-listen>/webhooks)")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "URL the sandbox reaches the certReceiver at (default http://<webhook-listen>/webhooks)")
 	fs.StringVar(&f.redirectURL, "redirect-url", "https://localhost/certified", "redirect_url for the donor session; must be on the partner's allowlisted origins")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for each webhook")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -75,18 +75,18 @@ type check struct {
 type certifier struct {
 	f      certifyFlags
 	api    *http.Client
-	recv   *receiver
+	recv   *certReceiver
 	checks []check
 
 	endpointID string
 	churchIDs  []string
 	sessionID  string
 	enrollment string
-	activated  receivedEvent
+	activated  certEvent
 }
 
 func newCertifier(f certifyFlags) (*certifier, error) {
-	recv, err := startReceiver(f.webhookListen)
+	recv, err := startCertReceiver(f.webhookListen)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (c *certifier) run(ctx context.Context) {
 	}
 }
 
-// close deletes what the run registered and stops the receiver.
+// close deletes what the run registered and stops the certReceiver.
 func (c *certifier) close() {
 	if c.endpointID != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -247,7 +247,7 @@ func (c *certifier) stepEndpoint(ctx context.Context) (string, error) {
 	if !test.Delivered {
 		return "", errors.New("the test delivery answered delivered: false")
 	}
-	ev, err := c.recv.await(ctx, c.f.timeout, func(e receivedEvent) bool { return e.Type == "webhook_endpoint.test" })
+	ev, err := c.recv.await(ctx, c.f.timeout, func(e certEvent) bool { return e.Type == "webhook_endpoint.test" })
 	if err != nil {
 		return "", fmt.Errorf("no signed test delivery reached the receiver: %w", err)
 	}
@@ -292,7 +292,7 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 	if err := completeFlow(ctx, s.URL); err != nil {
 		return "", fmt.Errorf("hosted flow: %w", err)
 	}
-	ev, err := c.recv.await(ctx, c.f.timeout, func(e receivedEvent) bool {
+	ev, err := c.recv.await(ctx, c.f.timeout, func(e certEvent) bool {
 		return e.Type == "enrollment.created" && e.Payload["donor_session_id"] == s.ID
 	})
 	if err != nil {
@@ -313,7 +313,7 @@ func (c *certifier) stepActivate(ctx context.Context) (string, error) {
 	if sim.StatusCode/100 != 2 {
 		return "", fmt.Errorf("the webhook edge answered %d", sim.StatusCode)
 	}
-	ev, err := c.recv.await(ctx, c.f.timeout, func(e receivedEvent) bool {
+	ev, err := c.recv.await(ctx, c.f.timeout, func(e certEvent) bool {
 		return e.Type == "enrollment.activated" && e.Payload["enrollment_id"] == c.enrollment
 	})
 	if err != nil {
@@ -341,7 +341,7 @@ func (c *certifier) stepFeed(ctx context.Context) (string, error) {
 			return "", err
 		}
 		for _, raw := range page.Data {
-			var e receivedEvent
+			var e certEvent
 			if err := json.Unmarshal(raw, &e); err != nil {
 				return "", fmt.Errorf("feed item: %w", err)
 			}
@@ -385,33 +385,33 @@ func (c *certifier) stepDedup(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d deliveries, %d distinct events; duplicates were no-ops", deliveries, unique), nil
 }
 
-// receivedEvent is an envelope as the receiver saw it.
-type receivedEvent struct {
+// certEvent is an envelope as the receiver saw it.
+type certEvent struct {
 	ID      string         `json:"event_id"`
 	Type    string         `json:"event_type"`
 	Payload map[string]any `json:"payload"`
 	raw     []byte
 }
 
-// receiver is the local webhook endpoint. It verifies every delivery by the
+// certReceiver is the local webhook endpoint. It verifies every delivery by the
 // spec's rules and deduplicates by event_id, as an integration must.
-type receiver struct {
+type certReceiver struct {
 	addr string
 	srv  *http.Server
 
 	mu         sync.Mutex
 	secret     []byte
-	seen       map[string]receivedEvent
+	seen       map[string]certEvent
 	deliveries int
 	arrived    chan struct{}
 }
 
-func startReceiver(listen string) (*receiver, error) {
+func startCertReceiver(listen string) (*certReceiver, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
-	r := &receiver{addr: ln.Addr().String(), seen: map[string]receivedEvent{}, arrived: make(chan struct{})}
+	r := &certReceiver{addr: ln.Addr().String(), seen: map[string]certEvent{}, arrived: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhooks", r.handle)
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -419,15 +419,15 @@ func startReceiver(listen string) (*receiver, error) {
 	return r, nil
 }
 
-func (r *receiver) close() { _ = r.srv.Close() }
+func (r *certReceiver) close() { _ = r.srv.Close() }
 
-func (r *receiver) setSecret(s string) {
+func (r *certReceiver) setSecret(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.secret = []byte(s)
 }
 
-func (r *receiver) handle(w http.ResponseWriter, req *http.Request) {
+func (r *certReceiver) handle(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	if err != nil {
 		http.Error(w, "read", http.StatusBadRequest)
@@ -440,7 +440,7 @@ func (r *receiver) handle(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
-	var e receivedEvent
+	var e certEvent
 	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" {
 		http.Error(w, "bad envelope", http.StatusBadRequest)
 		return
@@ -458,7 +458,7 @@ func (r *receiver) handle(w http.ResponseWriter, req *http.Request) {
 }
 
 // await waits for a verified event matching match.
-func (r *receiver) await(ctx context.Context, timeout time.Duration, match func(receivedEvent) bool) (receivedEvent, error) {
+func (r *certReceiver) await(ctx context.Context, timeout time.Duration, match func(certEvent) bool) (certEvent, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -474,23 +474,23 @@ func (r *receiver) await(ctx context.Context, timeout time.Duration, match func(
 		select {
 		case <-arrived:
 		case <-deadline.C:
-			return receivedEvent{}, fmt.Errorf("nothing after %s", timeout)
+			return certEvent{}, fmt.Errorf("nothing after %s", timeout)
 		case <-ctx.Done():
-			return receivedEvent{}, ctx.Err()
+			return certEvent{}, ctx.Err()
 		}
 	}
 }
 
 // process records that the integration handled id, reporting whether it was
 // new: an event already seen is a no-op.
-func (r *receiver) process(id string) bool {
+func (r *certReceiver) process(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, seen := r.seen[id]
 	return !seen
 }
 
-func (r *receiver) counts() (deliveries, unique int) {
+func (r *certReceiver) counts() (deliveries, unique int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.deliveries, len(r.seen)

@@ -35,6 +35,7 @@ type serveFlags struct {
 	tlsKey    string
 	vendors   struct{ payroll, bank, kyc string }
 	twilio    twilioFlags
+	webhooks  webhookFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -51,6 +52,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	f.twilio.register(fs)
+	f.webhooks.register(fs)
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -93,6 +95,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	hooks, err := f.webhooks.config()
+	if err != nil {
+		return err
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
@@ -120,7 +126,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st, err := openStack(ctx, stackConfig{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors: httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
+		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
+		Webhooks: hooks,
 	})
 	if err != nil {
 		return err

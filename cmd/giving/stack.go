@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
@@ -42,6 +43,9 @@ type stackConfig struct {
 	SMS sms.Verifier
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Webhooks tunes the dispatcher; its environment and log come from the
+	// stack.
+	Webhooks dispatcher.Config
 }
 
 // stack is one running instance: the ledger, the projections and their
@@ -54,6 +58,8 @@ type stack struct {
 	projector *projections.Projector
 	api       *httpapi.Server
 	control   *control
+
+	dispatcher *dispatcher.Dispatcher
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -113,12 +119,23 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 		}
 		verifier = sms.Sandbox{}
 	}
+	attempts, err := s.ledger.OpenAttemptLog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hooks := cfg.Webhooks
+	hooks.Env, hooks.Log = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger()
+	s.dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.ledger, Store: s.store, Secrets: s.secrets, Attempts: attempts})
+	if err != nil {
+		return nil, err
+	}
 	s.api, err = httpapi.New(httpapi.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit, Vendors: vendors,
 		Log: cfg.Log.With().Str("component", "http").Logger(), Now: cfg.Now,
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
 		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim, SMS: verifier,
+		Webhooks: s.dispatcher, Attempts: attempts,
 	})
 	if err != nil {
 		return nil, err
@@ -142,10 +159,14 @@ func (s *stack) start(ctx context.Context) error {
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
 	}()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.api.SweepSessions(runCtx, time.Second)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.dispatcher.Run(runCtx)
 	}()
 	if err := s.control.listen(); err != nil {
 		return err

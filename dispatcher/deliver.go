@@ -1,0 +1,373 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/projections"
+)
+
+// worker consumes one endpoint's jobs in this instance.
+type worker struct {
+	partner, endpoint string
+	cc                jetstream.ConsumeContext
+}
+
+// consumerName is the durable name of an endpoint's delivery consumer,
+// shared by every instance.
+func consumerName(endpoint string) string { return "deliver_" + endpoint }
+
+// ackWait is how long a job may stay with an instance before the server
+// hands it to another: a whole attempt and a margin.
+func (d *Dispatcher) ackWait() time.Duration { return d.cfg.Timeout + 30*time.Second }
+
+// reconcileEvery bounds how long a change in endpoints, or a worker that
+// stopped on its own, goes unnoticed.
+const reconcileEvery = 2 * time.Second
+
+// runWorkers keeps one worker per existing endpoint, starting and stopping
+// them as endpoints are created and deleted.
+func (d *Dispatcher) runWorkers(ctx context.Context) {
+	d.sweep(ctx)
+	tick := time.NewTicker(reconcileEvery)
+	defer tick.Stop()
+	seen, due := uint64(0), true
+	for {
+		changed := d.store.Changed()
+		// Most batches the projector applies touch no endpoint: only look at
+		// the endpoints when they changed, or on the tick, which also
+		// restarts a worker that stopped on its own.
+		if v, err := d.store.WebhookEndpointsChanged(); err != nil || v != seen || due {
+			seen = v
+			d.reconcile(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			due = false
+		case <-tick.C:
+			due = true
+		}
+	}
+}
+
+func (d *Dispatcher) reconcile(ctx context.Context) {
+	endpoints, err := d.store.AllWebhookEndpoints()
+	if err != nil {
+		d.log.Error().Err(err).Msg("webhook workers: list endpoints")
+		return
+	}
+	want := make(map[string]projections.WebhookEndpoint, len(endpoints))
+	for _, ep := range endpoints {
+		want[ep.ID] = ep
+	}
+	d.mu.Lock()
+	var gone []*worker
+	for id, w := range d.workers {
+		_, keep := want[id]
+		select {
+		case <-w.cc.Closed():
+			keep = false // stopped on its own; start again below if still wanted
+		default:
+		}
+		if !keep {
+			w.cc.Stop()
+			delete(d.workers, id)
+			if _, still := want[id]; !still {
+				gone = append(gone, w)
+			}
+		}
+	}
+	var start []projections.WebhookEndpoint
+	for id, ep := range want {
+		if _, ok := d.workers[id]; !ok {
+			start = append(start, ep)
+		}
+	}
+	d.mu.Unlock()
+	for _, w := range gone {
+		d.cleanup(ctx, w.partner, w.endpoint)
+	}
+	for _, ep := range start {
+		if err := d.startWorker(ctx, ep); err != nil && ctx.Err() == nil {
+			d.log.Error().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker did not start; retrying")
+		}
+	}
+}
+
+func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndpoint) error {
+	cons, err := d.queue.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       consumerName(ep.ID),
+		Description:   "Deliveries to one webhook endpoint.",
+		FilterSubject: d.jobSubject(ep.PartnerID, ep.ID),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.ackWait(),
+		MaxAckPending: d.cfg.Concurrency,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{"partner_id": ep.PartnerID, "endpoint_id": ep.ID},
+	})
+	if err != nil {
+		return err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { d.take(ctx, m) },
+		jetstream.PullMaxMessages(d.cfg.Concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker")
+		}))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		cc.Stop()
+		return nil
+	}
+	if old, ok := d.workers[ep.ID]; ok {
+		old.cc.Stop()
+	}
+	d.workers[ep.ID] = &worker{partner: ep.PartnerID, endpoint: ep.ID, cc: cc}
+	return nil
+}
+
+// sweep removes, after a restart, the queues of endpoints deleted while this
+// instance was down. A consumer is only removed once the ledger itself says
+// its endpoint was deleted, so an instance whose projections lag never
+// removes a live endpoint's queue.
+func (d *Dispatcher) sweep(ctx context.Context) {
+	lister := d.queue.ListConsumers(ctx)
+	var stale []*jetstream.ConsumerInfo
+	for info := range lister.Info() {
+		stale = append(stale, info)
+	}
+	if err := lister.Err(); err != nil {
+		d.log.Warn().Err(err).Msg("webhook sweep: list consumers")
+		return
+	}
+	for _, info := range stale {
+		partner, endpoint := info.Config.Metadata["partner_id"], info.Config.Metadata["endpoint_id"]
+		if partner == "" || endpoint == "" || !domain.ValidID(domain.PrefixEndpoint, endpoint) {
+			continue
+		}
+		last, err := d.ledger.LastOf(ctx, d.ledger.Subjects().Aggregate(partner, endpoint))
+		if err != nil || last == 0 {
+			continue
+		}
+		rec, err := d.ledger.Get(ctx, last)
+		if err == nil && rec.Type == "webhook_endpoint.deleted" {
+			d.cleanup(ctx, partner, endpoint)
+		}
+	}
+}
+
+// cleanup drops a deleted endpoint's consumer, queued jobs, scheduled
+// retries and attempt log. Every instance may do it; the second finds
+// nothing to do.
+func (d *Dispatcher) cleanup(ctx context.Context, partner, endpoint string) {
+	// Finish even when the dispatcher is stopping, so a deletion that
+	// coincides with a shutdown leaves nothing behind.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	log := d.log.With().Str("endpoint_id", endpoint).Logger()
+	if err := d.queue.DeleteConsumer(ctx, consumerName(endpoint)); err != nil && !isGone(err) {
+		log.Warn().Err(err).Msg("webhook cleanup: delete consumer")
+	}
+	for _, subject := range []string{d.jobSubject(partner, endpoint), d.prefix + "retry." + partner + "." + endpoint + ".>"} {
+		if err := d.queue.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			log.Warn().Err(err).Msg("webhook cleanup: purge")
+		}
+	}
+	if err := d.attempts.Forget(ctx, partner, endpoint); err != nil {
+		log.Warn().Err(err).Msg("webhook cleanup: attempt log")
+	}
+}
+
+// take runs a job on its own goroutine, so the endpoint's consumer never
+// waits for an attempt. Once the dispatcher is closing, the job goes back on
+// the queue at once instead.
+func (d *Dispatcher) take(ctx context.Context, m jetstream.Msg) {
+	var j job
+	if err := json.Unmarshal(m.Data(), &j); err != nil || j.Attempt < 1 {
+		d.log.Error().Err(err).Str("subject", m.Subject()).Msg("webhook job unreadable; dropped")
+		_ = m.Term()
+		return
+	}
+	d.mu.Lock()
+	closing := d.closing
+	if !closing {
+		d.jobs.Add(1)
+	}
+	d.mu.Unlock()
+	if closing {
+		d.requeue(m, j)
+		return
+	}
+	go func() {
+		defer d.jobs.Done()
+		if !d.acquire(ctx, m) {
+			d.requeue(m, j)
+			return
+		}
+		defer func() { <-d.inFlight }()
+		d.deliver(ctx, m, j)
+	}()
+}
+
+// acquire takes one of this instance's attempt slots, telling the server the
+// job is still being worked on while it waits.
+func (d *Dispatcher) acquire(ctx context.Context, m jetstream.Msg) bool {
+	select {
+	case d.inFlight <- struct{}{}:
+		return true
+	default:
+	}
+	tick := time.NewTicker(d.ackWait() / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case d.inFlight <- struct{}{}:
+			return true
+		case <-tick.C:
+			_ = m.InProgress()
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// deliver makes one attempt of a job and settles it: acknowledged on
+// success, on exhaustion, or once its retry is scheduled.
+func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
+	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
+	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
+	if err != nil {
+		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if !ok {
+		_ = m.Ack() // deleted: no further deliveries, retries included
+		return
+	}
+	rec, err := d.ledger.Get(ctx, j.Seq)
+	if err != nil {
+		if ctx.Err() != nil {
+			d.requeue(m, j)
+			return
+		}
+		log.Error().Err(err).Msg("webhook delivery: event not readable; will retry")
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	if rec.Partner != j.Partner || !rec.Public {
+		log.Error().Uint64("seq", j.Seq).Msg("webhook job points at another partner's or an internal event; dropped")
+		_ = m.Term()
+		return
+	}
+	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
+	if err != nil {
+		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
+		_ = m.NakWithDelay(time.Minute)
+		return
+	}
+	at := time.Now()
+	res := d.sender.send(ctx, ep.URL, string(secret), rec.Data)
+	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
+		d.requeue(m, j) // interrupted by shutdown: not an attempt
+		return
+	}
+	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
+	log.Debug().Str("outcome", string(res.outcome)).Int("status", res.status).Dur("duration", res.duration).Msg("webhook attempt")
+	if res.outcome != domain.DeliverySucceeded {
+		if j.Attempt > len(d.cfg.Schedule) {
+			attempt.Exhausted = true
+			log.Warn().Str("outcome", string(res.outcome)).Msg("webhook delivery exhausted")
+		} else {
+			next := time.Now().Add(nextWait(d.cfg.Schedule, j.Attempt, d.cfg.Jitter, res.retryAfter, d.cfg.MaxRetryAfter))
+			attempt.NextAttemptAt = &next
+			if err := d.scheduleRetry(ctx, j, next); err != nil {
+				log.Error().Err(err).Msg("webhook retry not scheduled; redelivering the job instead")
+				d.record(ctx, j.Partner, attempt)
+				_ = m.NakWithDelay(time.Until(next))
+				return
+			}
+		}
+	}
+	d.record(ctx, j.Partner, attempt)
+	_ = m.Ack()
+}
+
+// scheduleRetry stores the next attempt as a scheduled message that the
+// server moves onto the endpoint's queue when it is due. One retry subject
+// per event and endpoint, rolled up, so a repeated schedule replaces the
+// earlier one.
+func (d *Dispatcher) scheduleRetry(ctx context.Context, j job, at time.Time) error {
+	j.Attempt++
+	data, _ := json.Marshal(j)
+	msg := nats.NewMsg(d.retrySubject(j.Partner, j.Endpoint, j.EventID))
+	msg.Data = data
+	msg.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set("Nats-Schedule-Target", d.jobSubject(j.Partner, j.Endpoint))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := d.ledger.JetStream().PublishMsg(ctx, msg, jetstream.WithExpectStream(d.queueName))
+	return err
+}
+
+// requeue puts a job that was not attempted back on its queue, ready at
+// once, and lets go of the taken copy. If NATS is gone too, the server hands
+// the job out again after the ack wait.
+func (d *Dispatcher) requeue(m jetstream.Msg, j job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	data, _ := json.Marshal(j)
+	if _, err := d.ledger.JetStream().Publish(ctx, d.jobSubject(j.Partner, j.Endpoint), data); err != nil {
+		_ = m.Nak()
+		return
+	}
+	_ = m.Ack()
+}
+
+func (d *Dispatcher) record(ctx context.Context, partner string, at domain.DeliveryAttempt) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := d.attempts.Record(ctx, partner, at); err != nil {
+		d.log.Error().Err(err).Str("endpoint_id", at.EndpointID).Msg("webhook attempt not logged")
+	}
+}
+
+func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res result) domain.DeliveryAttempt {
+	return domain.DeliveryAttempt{
+		ID: domain.NewID(domain.PrefixAttempt), EndpointID: endpoint, EventID: eventID, EventType: eventType,
+		Attempt: n, Outcome: res.outcome, StatusCode: res.status, Duration: res.duration,
+		AttemptedAt: at.UTC(), Error: res.err,
+	}
+}
+
+// TestDelivery sends a signed webhook_endpoint.test envelope to the endpoint
+// at once, through the same signer and client as real deliveries, and logs
+// the attempt. The test event is never appended to the ledger.
+func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEndpoint) (domain.DeliveryAttempt, error) {
+	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
+	if err != nil {
+		return domain.DeliveryAttempt{}, errors.Join(errors.New("open endpoint secret"), err)
+	}
+	ev := domain.NewEvent(ep.PartnerID, ep.ID, "", time.Now(), &domain.WebhookEndpointTested{WebhookEndpointID: ep.ID})
+	body, err := ev.Envelope()
+	if err != nil {
+		return domain.DeliveryAttempt{}, err
+	}
+	at := time.Now()
+	res := d.sender.send(ctx, ep.URL, string(secret), body)
+	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
+	d.record(ctx, ep.PartnerID, attempt)
+	return attempt, nil
+}

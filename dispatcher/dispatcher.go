@@ -1,0 +1,225 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+)
+
+// Config tunes the dispatcher.
+type Config struct {
+	Env domain.Environment
+	// Timeout bounds one attempt: connecting, sending and the answer's
+	// headers. Default 10s.
+	Timeout time.Duration
+	// Schedule is the waits between attempts; a delivery gets
+	// len(Schedule)+1 attempts. Default DefaultSchedule.
+	Schedule []time.Duration
+	// Jitter spreads each wait over ±Jitter of its value. Default
+	// DefaultJitter; negative means none.
+	Jitter float64
+	// MaxRetryAfter bounds a receiver's Retry-After. Default
+	// DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// Concurrency is how many attempts one endpoint gets at once, across all
+	// instances. Default 8.
+	Concurrency int
+	// MaxInFlight bounds this instance's attempts at once, all endpoints
+	// together. Default 512.
+	MaxInFlight int
+	// Resolver looks up receiver hosts. Default the system resolver.
+	Resolver Resolver
+	Log      zerolog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if len(c.Schedule) == 0 {
+		c.Schedule = DefaultSchedule
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	c.Jitter = max(min(c.Jitter, 1), 0)
+	if c.MaxRetryAfter <= 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 512
+	}
+}
+
+// Deps are the parts the dispatcher works with.
+type Deps struct {
+	Ledger   *eventlog.Ledger
+	Store    *projections.Store
+	Secrets  *eventlog.Secrets
+	Attempts *eventlog.AttemptLog
+}
+
+// Dispatcher delivers partner events to webhook endpoints.
+type Dispatcher struct {
+	cfg      Config
+	log      zerolog.Logger
+	ledger   *eventlog.Ledger
+	store    *projections.Store
+	seal     *eventlog.Sealer
+	attempts *eventlog.AttemptLog
+	guard    *guard
+	sender   *sender
+
+	queue     jetstream.Stream
+	queueName string
+	fanout    jetstream.Consumer
+	prefix    string // deliveries.<env>.
+	inFlight  chan struct{}
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	closing bool
+	jobs    sync.WaitGroup
+}
+
+// fanoutConsumer is the durable name every instance shares on the ledger.
+const fanoutConsumer = "webhook_fanout"
+
+// New sets up the delivery queue and the fan-out consumer. It delivers
+// nothing until Run.
+func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
+	cfg.defaults()
+	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
+	env := string(d.Ledger.Env())
+	disp := &Dispatcher{
+		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
+		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g,
+		sender: newSender(g, cfg.Timeout, cfg.Concurrency), prefix: "deliveries." + env + ".",
+		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{},
+	}
+	if err := disp.setup(ctx); err != nil {
+		return nil, err
+	}
+	return disp, nil
+}
+
+func (d *Dispatcher) setup(ctx context.Context) error {
+	replicas := d.ledger.Stream().CachedInfo().Config.Replicas
+	span := time.Duration(0)
+	for _, w := range d.cfg.Schedule {
+		span += w
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        "DELIVERIES_" + strings.ToUpper(string(d.ledger.Env())),
+		Description: "Webhook delivery jobs and their scheduled retries.",
+		Subjects:    []string{d.prefix + "job.>", d.prefix + "retry.>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Discard:     jetstream.DiscardOld,
+		// A backstop for jobs of endpoints deleted while they were being
+		// enqueued; every live job is consumed long before.
+		MaxAge:            max(7*24*time.Hour, 2*span),
+		Duplicates:        2 * time.Minute,
+		AllowMsgSchedules: true,
+	}
+	if replicas <= 1 {
+		// Jobs are re-derivable work-queue state: off the synced path.
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	var err error
+	d.queueName = cfg.Name
+	if d.queue, err = d.ledger.JetStream().CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("dispatcher: delivery queue: %w", err)
+	}
+	d.fanout, err = d.ledger.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       fanoutConsumer,
+		Description:   "Fans partner events out to webhook delivery jobs.",
+		FilterSubject: d.ledger.Subjects().AllPublic(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 1024,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("dispatcher: fan-out consumer: %w", err)
+	}
+	return nil
+}
+
+// CheckURL refuses, as a validation error naming url, a receiver address
+// this stack will not connect to.
+func (d *Dispatcher) CheckURL(ctx context.Context, rawURL string) error {
+	return d.guard.checkURL(ctx, rawURL)
+}
+
+// Run delivers until ctx ends, then stops taking jobs and waits for the
+// attempts under way. Interrupted attempts are put back on the queue.
+func (d *Dispatcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		d.runFanOut(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.runWorkers(ctx)
+	}()
+	wg.Wait()
+	d.mu.Lock()
+	d.closing = true
+	workers := d.workers
+	d.workers = map[string]*worker{}
+	d.mu.Unlock()
+	// Drain hands the jobs already buffered to take, which puts them back
+	// on the queue, so none waits out an ack wait after a restart.
+	for _, w := range workers {
+		w.cc.Drain()
+	}
+	deadline := time.After(5 * time.Second)
+	for _, w := range workers {
+		select {
+		case <-w.cc.Closed():
+		case <-deadline:
+		}
+	}
+	d.jobs.Wait()
+}
+
+func (d *Dispatcher) jobSubject(partner, endpoint string) string {
+	return d.prefix + "job." + partner + "." + endpoint
+}
+
+func (d *Dispatcher) retrySubject(partner, endpoint, eventID string) string {
+	return d.prefix + "retry." + partner + "." + endpoint + "." + eventID
+}
+
+// pause waits for d or the end of ctx.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// isGone recognises a consumer or stream that no longer exists.
+func isGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}

@@ -1,0 +1,219 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+)
+
+// job is one delivery of one event to one endpoint, at one attempt. The
+// event's bytes stay in the ledger; the job points at them.
+type job struct {
+	Seq       uint64 `json:"seq"`
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	Partner   string `json:"partner"`
+	Endpoint  string `json:"endpoint"`
+	Attempt   int    `json:"attempt"`
+}
+
+const (
+	// fanOutBatch bounds how many ledger events one round fans out.
+	fanOutBatch = 256
+	// projectionWait bounds how long the fan-out waits for the local
+	// projections to know an event's endpoints before it lets the event be
+	// redelivered.
+	projectionWait = 30 * time.Second
+	// enqueueWait bounds the wait for the queue to store a round's jobs.
+	enqueueWait = 10 * time.Second
+)
+
+// runFanOut follows the shared fan-out consumer until ctx ends, restarting
+// after errors; the consumer's acknowledgements are the checkpoint.
+func (d *Dispatcher) runFanOut(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := d.fanOutOnce(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error().Err(err).Msg("webhook fan-out stopped; restarting")
+			pause(ctx, time.Second)
+		}
+	}
+}
+
+func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
+	it, err := d.fanout.Messages(jetstream.PullMaxMessages(fanOutBatch))
+	if err != nil {
+		return fmt.Errorf("fan-out messages: %w", err)
+	}
+	defer it.Stop()
+	msgs := make(chan jetstream.Msg, fanOutBatch)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		batch, ok := nextBatch(ctx, msgs)
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fan-out next: %w", <-errc)
+		}
+		d.fanOutRound(ctx, batch)
+	}
+}
+
+// nextBatch waits for one message, then takes whatever else is already
+// there, so a burst of events is enqueued in one round.
+func nextBatch(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
+	var batch []jetstream.Msg
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case m, ok := <-msgs:
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, m)
+	}
+	for len(batch) < fanOutBatch {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// fanOutRound enqueues the jobs of a batch of events, waits until the queue
+// has stored them all, then acknowledges the events. If any job was not
+// stored, the whole batch is redelivered; the jobs' dedup ids make the
+// second round store only what the first did not.
+func (d *Dispatcher) fanOutRound(ctx context.Context, batch []jetstream.Msg) {
+	var futures []jetstream.PubAckFuture
+	var failed error
+	known := map[string][]projections.WebhookEndpoint{}
+	for _, m := range batch {
+		rec, err := d.ledger.RecordOf(m)
+		if err != nil {
+			d.log.Error().Err(err).Msg("webhook fan-out: unreadable ledger message")
+			_ = m.Term()
+			continue
+		}
+		fs, err := d.enqueue(ctx, rec, known)
+		futures = append(futures, fs...)
+		if err != nil {
+			failed = err
+			break
+		}
+	}
+	if failed == nil {
+		failed = awaitAll(ctx, futures)
+	}
+	for _, m := range batch {
+		if failed != nil {
+			_ = m.NakWithDelay(time.Second)
+			continue
+		}
+		_ = m.Ack()
+	}
+	if failed != nil && ctx.Err() == nil {
+		d.log.Error().Err(failed).Msg("webhook fan-out failed; will retry")
+	}
+}
+
+func awaitAll(ctx context.Context, futures []jetstream.PubAckFuture) error {
+	timeout := time.NewTimer(enqueueWait)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("enqueue: %w", err)
+		case <-timeout.C:
+			return fmt.Errorf("enqueue: not stored within %s", enqueueWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// enqueue publishes one job per endpoint of the event's partner that
+// subscribes to its type and existed before it.
+func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]jetstream.PubAckFuture, error) {
+	endpoints, ok := known[rec.Partner]
+	if !ok {
+		var err error
+		if endpoints, err = d.endpointsAt(ctx, rec); err != nil {
+			return nil, err
+		}
+		known[rec.Partner] = endpoints
+	}
+	var eventID string
+	var futures []jetstream.PubAckFuture
+	for _, ep := range endpoints {
+		if ep.Seq >= rec.Seq || !ep.Subscribes(rec.Type) {
+			continue
+		}
+		if eventID == "" {
+			ev, err := rec.Event()
+			if err != nil {
+				return futures, err
+			}
+			eventID = ev.ID
+		}
+		data, _ := json.Marshal(job{Seq: rec.Seq, EventID: eventID, EventType: rec.Type, Partner: rec.Partner, Endpoint: ep.ID, Attempt: 1})
+		msg := nats.NewMsg(d.jobSubject(rec.Partner, ep.ID))
+		msg.Data = data
+		f, err := d.ledger.JetStream().PublishMsgAsync(msg, jetstream.WithMsgID(eventID+"/"+ep.ID), jetstream.WithExpectStream(d.queueName))
+		if err != nil {
+			return futures, fmt.Errorf("enqueue %s for %s: %w", eventID, ep.ID, err)
+		}
+		futures = append(futures, f)
+	}
+	return futures, nil
+}
+
+// endpointsAt lists the partner's endpoints as they stood at the event. The
+// local projections must have applied the partner's endpoint changes up to
+// the event; usually they are long past the last one, so there is no wait,
+// and a burst of events is never held up by the projector.
+func (d *Dispatcher) endpointsAt(ctx context.Context, rec eventlog.Record) ([]projections.WebhookEndpoint, error) {
+	lastChange, err := d.ledger.LastOf(ctx, d.ledger.Subjects().Noun(rec.Partner, "webhook_endpoint"))
+	if err != nil {
+		return nil, err
+	}
+	if need := min(lastChange, rec.Seq); need > d.store.Applied() {
+		wctx, cancel := context.WithTimeout(ctx, projectionWait)
+		defer cancel()
+		if err := d.store.WaitFor(wctx, need); err != nil {
+			return nil, err
+		}
+	}
+	endpoints, _, _, err := d.store.WebhookEndpoints(rec.Partner, nil, 0)
+	return endpoints, err
+}

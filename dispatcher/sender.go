@@ -1,0 +1,125 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// UserAgent names the service on every delivery.
+const UserAgent = "PartnerGiving-Webhooks/1.0"
+
+// maxResponseRead is how much of a receiver's answer is read before the
+// connection is closed: enough to reuse it after a normal answer, never an
+// unbounded read.
+const maxResponseRead = 64 << 10
+
+// sender makes delivery attempts. Real and test deliveries share it, and so
+// share its signer, its guarded HTTP client and its timeout.
+type sender struct {
+	client  *http.Client
+	guard   *guard
+	timeout time.Duration
+}
+
+func newSender(g *guard, timeout time.Duration, perHost int) *sender {
+	transport := &http.Transport{
+		Proxy:                  nil, // never through a proxy: the guard must see the real address
+		DialContext:            g.dial,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    timeout,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    perHost,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 32 << 10,
+	}
+	return &sender{
+		guard: g, timeout: timeout,
+		client: &http.Client{
+			Transport: transport,
+			// A redirect is an answer like any other non-2xx: not followed.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// result is how one attempt went.
+type result struct {
+	status     int
+	outcome    domain.DeliveryOutcome
+	err        string
+	retryAfter time.Duration
+	duration   time.Duration
+}
+
+// send POSTs body, signed with secret, to the receiver.
+func (s *sender) send(ctx context.Context, rawURL, secret string, body []byte) result {
+	start := time.Now()
+	r := s.post(ctx, rawURL, secret, body)
+	r.duration = time.Since(start)
+	return r
+}
+
+func (s *sender) post(ctx context.Context, rawURL, secret string, body []byte) result {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && s.guard.policy.AllowHTTP)) {
+		return result{outcome: domain.DeliveryNetworkError, err: "the address is not an https URL"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return result{outcome: domain.DeliveryNetworkError, err: "the address cannot be requested"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set(SignatureHeader, Sign(secret, time.Now(), body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return s.failure(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseRead))
+	r := result{status: resp.StatusCode, outcome: domain.DeliverySucceeded}
+	if resp.StatusCode/100 != 2 {
+		r.outcome, r.err = domain.DeliveryFailed, "the receiver answered "+resp.Status
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			r.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+	}
+	return r
+}
+
+// failure classifies an attempt that got no answer. The text is for the
+// partner's attempt log: it says what happened without internal detail.
+func (s *sender) failure(err error) result {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return result{outcome: domain.DeliveryTimeout, err: "no answer within " + s.timeout.String()}
+	case errors.Is(err, errNotAllowed):
+		return result{outcome: domain.DeliveryNetworkError, err: "the address resolves to a network the service may not connect to"}
+	case errors.Is(err, errUnresolvable):
+		return result{outcome: domain.DeliveryNetworkError, err: "the host could not be resolved"}
+	case errors.Is(err, context.Canceled):
+		return result{outcome: domain.DeliveryNetworkError, err: "the attempt was interrupted"}
+	}
+	var tlsErr *tls.CertificateVerificationError
+	if errors.As(err, &tlsErr) {
+		return result{outcome: domain.DeliveryNetworkError, err: "TLS: the receiver's certificate was not accepted"}
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return result{outcome: domain.DeliveryNetworkError, err: "could not connect to the receiver"}
+	}
+	return result{outcome: domain.DeliveryNetworkError, err: "the connection failed before an answer"}
+}

@@ -1,0 +1,125 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// WebhookSecretPurpose names the sealer of webhook endpoint secrets: the API
+// seals a new secret before it reaches the ledger, the dispatcher opens it to
+// sign deliveries. The endpoint id is the associated data, so a sealed secret
+// cannot be moved to another endpoint.
+const WebhookSecretPurpose = "webhook-secret"
+
+// AttemptsListed is how many delivery attempts are kept, and listed, per
+// webhook endpoint.
+const AttemptsListed = 50
+
+// AttemptLog keeps webhook delivery attempts in their own JetStream stream,
+// one subject per endpoint holding at most AttemptsListed messages, so the
+// server itself drops the oldest. Attempts are high-volume operational
+// records, not facts of the ledger: on a single node the stream persists
+// asynchronously (acknowledged before the disk sync, as the architecture
+// allows for such records), on a cluster it relies on replication.
+type AttemptLog struct {
+	l      *Ledger
+	name   string
+	prefix string
+}
+
+// OpenAttemptLog opens (creating as needed) the attempt log of the ledger's
+// environment.
+func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
+	env := string(l.cfg.Env)
+	a := &AttemptLog{l: l, name: "WEBHOOK_ATTEMPTS_" + strings.ToUpper(env), prefix: "webhook_attempts." + env + "."}
+	cfg := jetstream.StreamConfig{
+		Name:              a.name,
+		Description:       "Webhook delivery attempts (" + env + "): the last " + fmt.Sprint(AttemptsListed) + " per endpoint.",
+		Subjects:          []string{a.prefix + ">"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: AttemptsListed,
+		Replicas:          l.cfg.Replicas,
+		AllowDirect:       true,
+	}
+	if cfg.Replicas == 1 {
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("open attempt log %s: %w", a.name, err)
+	}
+	return a, nil
+}
+
+func (a *AttemptLog) subject(partner, endpoint string) (string, error) {
+	if !safeToken(partner) || !safeToken(endpoint) {
+		return "", fmt.Errorf("attempt log: unsafe partner %q or endpoint %q", partner, endpoint)
+	}
+	return a.prefix + partner + "." + endpoint, nil
+}
+
+// Record appends one attempt to its endpoint's log.
+func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.DeliveryAttempt) error {
+	subject, err := a.subject(partner, at.EndpointID)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(at)
+	if err != nil {
+		return fmt.Errorf("attempt log: %w", err)
+	}
+	if _, err := a.l.js.Publish(ctx, subject, data, jetstream.WithExpectStream(a.name)); err != nil {
+		return fmt.Errorf("attempt log %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Last returns the endpoint's kept attempts, newest first.
+func (a *AttemptLog) Last(ctx context.Context, partner, endpoint string) ([]domain.DeliveryAttempt, error) {
+	subject, err := a.subject(partner, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	msgs, _, err := a.l.directMsgs(ctx, a.name, directGetRequest{Seq: 1, NextFor: subject, Batch: AttemptsListed})
+	if errors.Is(err, ErrNotFound) {
+		return []domain.DeliveryAttempt{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attempt log %s: %w", subject, err)
+	}
+	out := make([]domain.DeliveryAttempt, 0, len(msgs))
+	for _, m := range msgs {
+		var at domain.DeliveryAttempt
+		if err := json.Unmarshal(m.Data, &at); err != nil {
+			return nil, fmt.Errorf("attempt log %s: %w", subject, err)
+		}
+		out = append(out, at)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// Forget drops an endpoint's attempts, once the endpoint is deleted.
+func (a *AttemptLog) Forget(ctx context.Context, partner, endpoint string) error {
+	subject, err := a.subject(partner, endpoint)
+	if err != nil {
+		return err
+	}
+	st, err := a.l.js.Stream(ctx, a.name)
+	if err != nil {
+		return fmt.Errorf("attempt log: %w", err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return fmt.Errorf("attempt log purge %s: %w", subject, err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+var (
+	// bucketEndpoints holds "<partner>/<endpoint id>" → WebhookEndpoint, for
+	// the endpoints that exist. A deleted endpoint is removed.
+	bucketEndpoints = bucket("webhook_endpoints")
+	// bucketEndpointOrder holds "<partner>/<seq>" → endpoint id, listing a
+	// partner's endpoints in creation order.
+	bucketEndpointOrder = bucket("webhook_endpoint_order")
+	// keyEndpointsChanged, in the meta bucket, holds the sequence of the
+	// last endpoint creation or deletion.
+	keyEndpointsChanged = []byte("webhook_endpoints_changed")
+)
+
+// WebhookEndpoint is an endpoint as the read model keeps it: the aggregate
+// (with its secret still sealed) and the ledger sequence that created it,
+// which is also its place in the partner's list.
+type WebhookEndpoint struct {
+	domain.WebhookEndpoint
+	Seq uint64 `json:"seq"`
+}
+
+func init() {
+	on("webhook_endpoint.created", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+		var ep WebhookEndpoint
+		ep.Apply(ev)
+		ep.Seq = rec.Seq
+		if err := putJSON(tx.Bucket(bucketEndpoints), endpointKey(ev.PartnerID, ep.ID), ep); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketEndpointOrder).Put(orderKey(ev.PartnerID, u64(rec.Seq)), []byte(ep.ID)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq))
+	})
+	on("webhook_endpoint.deleted", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+		if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketEndpoints)
+		key := endpointKey(ev.PartnerID, ev.AggregateID)
+		var ep WebhookEndpoint
+		if ok, err := getJSON(b, key, &ep); err != nil || !ok {
+			return err
+		}
+		if err := tx.Bucket(bucketEndpointOrder).Delete(orderKey(ev.PartnerID, u64(ep.Seq))); err != nil {
+			return err
+		}
+		return b.Delete(key)
+	})
+}
+
+// WebhookEndpoint returns one of the partner's endpoints. Another partner's
+// endpoint, or a deleted one, is not found.
+func (s *Store) WebhookEndpoint(partner, id string) (WebhookEndpoint, bool, error) {
+	var (
+		ep WebhookEndpoint
+		ok bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = getJSON(tx.Bucket(bucketEndpoints), endpointKey(partner, id), &ep)
+		return err
+	})
+	return ep, ok, err
+}
+
+// WebhookEndpoints lists the partner's endpoints in creation order, after
+// position after (from the first when nil), at most limit of them (all when
+// limit is 0), and reports whether more follow and the position of the last
+// one returned.
+func (s *Store) WebhookEndpoints(partner string, after []byte, limit int) ([]WebhookEndpoint, []byte, bool, error) {
+	var (
+		out  []WebhookEndpoint
+		last []byte
+		more bool
+	)
+	prefix := []byte(partner + "/")
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEndpointOrder).Cursor()
+		endpoints := tx.Bucket(bucketEndpoints)
+		k, v := c.Seek(prefix)
+		if after != nil {
+			start := orderKey(partner, after)
+			k, v = c.Seek(start)
+			if bytes.Equal(k, start) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if limit > 0 && len(out) == limit {
+				more = true
+				return nil
+			}
+			var ep WebhookEndpoint
+			if _, err := getJSON(endpoints, endpointKey(partner, string(v)), &ep); err != nil {
+				return err
+			}
+			out = append(out, ep)
+			last = bytes.Clone(k[len(prefix):])
+		}
+		return nil
+	})
+	return out, last, more, err
+}
+
+// WebhookEndpointsChanged is the sequence of the last endpoint creation or
+// deletion applied, so a reader can tell cheaply whether the set changed.
+func (s *Store) WebhookEndpointsChanged() (uint64, error) {
+	var seq uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyEndpointsChanged); len(v) == 8 {
+			seq = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return seq, err
+}
+
+// AllWebhookEndpoints lists every existing endpoint of every partner, for the
+// dispatcher to run a delivery worker per endpoint.
+func (s *Store) AllWebhookEndpoints() ([]WebhookEndpoint, error) {
+	var out []WebhookEndpoint
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEndpoints).ForEach(func(_, v []byte) error {
+			var ep WebhookEndpoint
+			if err := json.Unmarshal(v, &ep); err != nil {
+				return err
+			}
+			out = append(out, ep)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func endpointKey(partner, id string) []byte { return []byte(partner + "/" + id) }

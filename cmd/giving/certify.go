@@ -24,7 +24,7 @@ import (
 
 // giving certify runs the spec's certification sequence against a sandbox,
 // as a partner's integration would: it only uses the public API, a local
-// webhook certReceiver, and the hosted flow's plain HTML forms.
+// webhook receiver, and the hosted flow's plain HTML forms.
 
 // certifyFlags configure a certification run.
 type certifyFlags struct {
@@ -42,7 +42,7 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.baseURL, "base-url", "", "the sandbox's base URL (required)")
 	fs.StringVar(&f.apiKey, "api-key", "", "a sandbox API key, sk_test_... (required)")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "127.0.0.1:0", "address the local webhook receiver listens on")
-	fs.StringVar(&f.webhookURL, "webhook-url", "", "URL the sandbox reaches the certReceiver at (default http://<webhook-listen>/webhooks)")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "URL the sandbox reaches the receiver at (default http://<webhook-listen>/webhooks)")
 	fs.StringVar(&f.redirectURL, "redirect-url", "https://localhost/certified", "redirect_url for the donor session; must be on the partner's allowlisted origins")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for each webhook")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -159,7 +159,7 @@ func (c *certifier) run(ctx context.Context) {
 	}
 }
 
-// close deletes what the run registered and stops the certReceiver.
+// close deletes what the run registered and stops the receiver.
 func (c *certifier) close() {
 	if c.endpointID != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

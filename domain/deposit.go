@@ -1,5 +1,23 @@
 package domain
 
+import (
+	"crypto/sha256"
+	"regexp"
+	"time"
+
+	"github.com/segmentio/ksuid"
+)
+
+// DepositCredited is internal: the bank credited one of a church's
+// accounts. It holds the account reference, which partners never see.
+type DepositCredited struct {
+	Trace      string     `json:"trace"`
+	AccountRef string     `json:"account_ref"`
+	Amount     Hundredths `json:"amount"`
+	Currency   string     `json:"currency"`
+	BankTS     string     `json:"bank_ts"`
+}
+
 // DepositReceived is the public deposit.received event: a bank credit for
 // one of the partner's churches was reconciled. It carries no bank account
 // data.
@@ -11,8 +29,94 @@ type DepositReceived struct {
 	BankTS    string     `json:"bank_ts"`
 }
 
+func (*DepositCredited) EventType() string { return "deposit.credited" }
 func (*DepositReceived) EventType() string { return "deposit.received" }
 
 func init() {
+	register[DepositCredited](false, "The bank credited a church's account.")
 	register[DepositReceived](true, "A bank credit for one of the partner's churches arrived and was reconciled.")
+}
+
+// Deposit is the deposit aggregate: one bank credit, identified by its trace.
+type Deposit struct {
+	ID        string          `json:"id"`
+	ChurchID  string          `json:"church_id"`
+	Credit    DepositCredited `json:"credit"`
+	Credited  bool            `json:"credited"`
+	Announced bool            `json:"announced"`
+}
+
+// Apply folds one of the deposit's events into its state.
+func (d *Deposit) Apply(e Event) {
+	switch p := e.Payload.(type) {
+	case *DepositCredited:
+		d.ID, d.ChurchID, d.Credit, d.Credited = e.AggregateID, e.ChurchID, *p, true
+	case *DepositReceived:
+		d.Announced = true
+	}
+}
+
+// DepositIDForTrace is the deposit id of a bank trace. One trace is one
+// deposit, so the id is derived from it: a repeated trace lands on the same
+// aggregate and cannot credit twice.
+func DepositIDForTrace(trace string) string {
+	sum := sha256.Sum256([]byte("trace\x00" + trace))
+	id, _ := ksuid.FromBytes(sum[:20])
+	return PrefixDeposit + id.String()
+}
+
+var (
+	traceForm      = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	accountRefForm = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+)
+
+// Credit is a bank credit to reconcile.
+type Credit struct {
+	PartnerID  string
+	ChurchID   string
+	Trace      string
+	AccountRef string
+	Amount     Hundredths
+	BankTS     time.Time
+}
+
+// ValidateCredit checks a credit's fields.
+func ValidateCredit(c Credit) error {
+	var v Validation
+	if !traceForm.MatchString(c.Trace) {
+		v.Add("trace", "must be 1 to 64 letters, digits or _.:-")
+	}
+	if !accountRefForm.MatchString(c.AccountRef) {
+		v.Add("account_ref", "must be 1 to 64 letters, digits or _.:-")
+	}
+	if c.Amount <= 0 {
+		v.Add("amount", "must be above 0 in exact cents")
+	}
+	return v.Err()
+}
+
+// CreditDeposit decides recording a bank credit. A deposit already credited
+// changes nothing: a repeated trace never credits twice.
+func CreditDeposit(d *Deposit, c Credit, now time.Time) (*Event, error) {
+	if d.Credited {
+		return nil, nil
+	}
+	if err := ValidateCredit(c); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(c.PartnerID, DepositIDForTrace(c.Trace), c.ChurchID, now, &DepositCredited{
+		Trace: c.Trace, AccountRef: c.AccountRef, Amount: c.Amount, Currency: "USD", BankTS: FormatTime(c.BankTS),
+	})
+	return &ev, nil
+}
+
+// AnnounceDeposit decides telling the partner about a credited deposit, once.
+func AnnounceDeposit(d *Deposit, partnerID string, now time.Time) *Event {
+	if !d.Credited || d.Announced {
+		return nil
+	}
+	ev := NewEvent(partnerID, d.ID, d.ChurchID, now, &DepositReceived{
+		DepositID: d.ID, Amount: d.Credit.Amount, Currency: d.Credit.Currency, Trace: d.Credit.Trace, BankTS: d.Credit.BankTS,
+	})
+	return &ev
 }

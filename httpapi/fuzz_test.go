@@ -131,8 +131,9 @@ func FuzzIdempotencyKey(f *testing.F) {
 // The fingerprint tells requests apart by method, path and body, so a key
 // reused for another route or body is caught.
 func TestFingerprintCoversMethodPathAndBody(t *testing.T) {
+	s := &Server{fpKey: []byte("fingerprint key")}
 	fp := func(method, path, body string) string {
-		return fingerprint(httptest.NewRequest(method, path, nil), []byte(body))
+		return s.fingerprint(httptest.NewRequest(method, path, nil), []byte(body))
 	}
 	base := fp("POST", "/v1/churches/import", `{"a":1}`)
 	if base != fp("POST", "/v1/churches/import", `{"a":1}`) {

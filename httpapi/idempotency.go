@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -57,7 +58,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeProblem(w, r, *p, "", nil)
 			return
 		}
-		fp := fingerprint(r, body)
+		fp := s.fingerprint(r, body)
 		begin, err := s.idem.Begin(r.Context(), partnerID(r), key[0], fp)
 		if err != nil {
 			writeError(w, r, err)
@@ -124,9 +125,11 @@ func replay(w http.ResponseWriter, sr *eventlog.StoredResponse) {
 	_, _ = w.Write(sr.Body)
 }
 
-// fingerprint identifies a request: method, path and body.
-func fingerprint(r *http.Request, body []byte) string {
-	h := sha256.New()
+// fingerprint identifies a request: method, path and body. It is keyed: a
+// body can hold a donor's phone, and a plain hash of it could be reversed by
+// trying every phone number.
+func (s *Server) fingerprint(r *http.Request, body []byte) string {
+	h := hmac.New(sha256.New, s.fpKey)
 	io.WriteString(h, r.Method+" "+r.URL.EscapedPath()+"\n")
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))

@@ -16,6 +16,8 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -24,7 +26,13 @@ type Config struct {
 	// PublicURL is the address partners and donors reach the service at.
 	PublicURL string
 	RateLimit RateLimit
-	Log       zerolog.Logger
+	// Vendors are the inbound webhook signing secrets (the sandbox stack's
+	// own on the sandbox).
+	Vendors VendorSecrets
+	Log     zerolog.Logger
+	// Now is the clock; nil means time.Now. Tests move it forward to
+	// expire sessions and codes without waiting.
+	Now func() time.Time
 }
 
 // Deps are the parts the HTTP layer works with.
@@ -35,6 +43,12 @@ type Deps struct {
 	Idempotency *eventlog.Idempotency
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
+	Vault       *eventlog.Vault
+	// Simulator plays the sandbox vendors; nil on the production stack,
+	// where /sandbox is never mounted.
+	Simulator *simulators.Simulator
+	// SMS verifies donor phones in the hosted flow.
+	SMS sms.Verifier
 	// Webhooks and Attempts serve the webhook endpoint routes.
 	Webhooks Webhooks
 	Attempts *eventlog.AttemptLog
@@ -50,6 +64,12 @@ type Server struct {
 	idem      *eventlog.Idempotency
 	limiter   *limiter
 	cursors   eventlog.Cursors
+	vault     *eventlog.Vault
+	simulator *simulators.Simulator
+	flowKey   []byte
+	csrfKey   []byte
+	fpKey     []byte
+	sms       sms.Verifier
 	router    *mux.Router
 	polls     longPolls
 
@@ -68,11 +88,22 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
+		vault: d.Vault, simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
+		csrfKey: d.Secrets.Key("flow-csrf"), fpKey: d.Secrets.Key("idempotency-fingerprint"), sms: d.SMS,
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
+	}
+	if s.sms == nil {
+		return nil, errors.New("httpapi: no SMS verifier")
 	}
 	s.webhooks, s.attempts, s.webhookSeal = d.Webhooks, d.Attempts, d.Secrets.Sealer(eventlog.WebhookSecretPurpose)
 	s.routes()
 	return s, nil
 }
+
+// now is the server's clock.
+func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // Handler is the root handler.
 func (s *Server) Handler() http.Handler { return s.observe(s.router) }
@@ -99,6 +130,21 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
 	partner(http.MethodGet, "/v1/events", s.listEvents)
+	partner(http.MethodPost, "/v1/donor_sessions", s.createSession)
+	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
+	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
+	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
+	for _, v := range vendorRoutes {
+		r.HandleFunc("/edge/"+v.kind, s.edge(v)).Methods(http.MethodPost)
+	}
+	// The simulators exist only on the sandbox stack; in production every
+	// /sandbox path is an ordinary 404.
+	if s.cfg.Env == domain.Sandbox && s.simulator != nil {
+		partner(http.MethodPost, "/sandbox/simulate/payroll-connected", s.simulatePayroll)
+		partner(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
+		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
+	}
+	s.flowRoutes(r)
 	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
@@ -211,3 +257,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "ledger_seq": last, "applied_seq": s.store.Applied()})
 }
+
+// VendorSecrets are the inbound webhook secrets in use, for operators and
+// tests that sign vendor webhooks.
+func (s *Server) VendorSecrets() VendorSecrets { return s.cfg.Vendors }

@@ -19,18 +19,24 @@ var (
 	bucketChurchOrder = bucket("church_order")
 	// bucketChurchExternal holds "<partner>\x00<external_id>" → church id.
 	bucketChurchExternal = bucket("church_external_ids")
+	// bucketChurchPartner holds church id → partner id, for vendor
+	// webhooks, which name a church but not its partner.
+	bucketChurchPartner = bucket("church_partner")
 )
 
 func init() {
 	on("church.imported", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 		imp := ev.Payload.(*domain.ChurchesImported)
-		churches, order, ext := tx.Bucket(bucketChurches), tx.Bucket(bucketChurchOrder), tx.Bucket(bucketChurchExternal)
+		churches, order, ext, owner := tx.Bucket(bucketChurches), tx.Bucket(bucketChurchOrder), tx.Bucket(bucketChurchExternal), tx.Bucket(bucketChurchPartner)
 		for _, c := range imp.Created {
 			ch := domain.Church{ID: c.ID, Name: c.Name, ExternalID: c.ExternalID, CreatedAt: ev.OccurredAt}
 			if err := putJSON(churches, churchKey(ev.PartnerID, c.ID), ch); err != nil {
 				return err
 			}
 			if err := order.Put(orderKey(ev.PartnerID, ChurchPosition(rec.Seq, c.Index)), []byte(c.ID)); err != nil {
+				return err
+			}
+			if err := owner.Put([]byte(c.ID), []byte(ev.PartnerID)); err != nil {
 				return err
 			}
 			if c.ExternalID != nil {
@@ -119,4 +125,14 @@ func (s *Store) Churches(partner string, after []byte, limit int) ([]domain.Chur
 		return nil
 	})
 	return out, last, more, err
+}
+
+// ChurchPartner returns the partner a church belongs to.
+func (s *Store) ChurchPartner(churchID string) (string, bool, error) {
+	var partner string
+	err := s.view(func(tx *bolt.Tx) error {
+		partner = string(tx.Bucket(bucketChurchPartner).Get([]byte(churchID)))
+		return nil
+	})
+	return partner, partner != "", err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/sms"
 )
 
 // testStack is a real instance for a test: embedded JetStream and bbolt in a
@@ -29,7 +30,21 @@ type testStack struct {
 type stackOption func(*stackConfig)
 
 func withEnv(env domain.Environment) stackOption {
-	return func(c *stackConfig) { c.Ledger.Env = env }
+	return func(c *stackConfig) {
+		c.Ledger.Env = env
+		if env == domain.Production {
+			// Production refuses to start without its vendors. These point
+			// nowhere; tests that use a vendor set their own (withSMS).
+			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+			if c.SMS == nil {
+				tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: "http://127.0.0.1:1", AccountSID: "AC0", AuthToken: "t", ServiceSID: "VA0"})
+				if err != nil {
+					panic(err)
+				}
+				c.SMS = tw
+			}
+		}
+	}
 }
 
 func withRateLimit(perSecond, burst int) stackOption {

@@ -4,6 +4,8 @@
 //	giving partners create ...        onboard a partner and print its first API key
 //	giving keys issue|revoke ...      manage API keys
 //	giving replay                     rebuild the projections from the ledger
+//	giving certify --base-url --api-key   run the certification sequence against a sandbox
+//	giving donors forget dn_...       erase a donor's phone for good
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -52,6 +54,8 @@ commands:
   keys issue         issue another API key to a partner
   keys revoke        revoke an API key by its prefix
   replay             rebuild the projections from the ledger
+  certify            run the certification sequence against a sandbox
+  donors forget      erase a donor's phone number for good
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -70,6 +74,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSub(ctx, "keys", rest, stdout, stderr, map[string]subcommand{"issue": runKeysIssue, "revoke": runKeysRevoke})
 	case "replay":
 		return runReplay(ctx, rest, stdout, stderr)
+	case "donors":
+		return runSub(ctx, "donors", rest, stdout, stderr, map[string]subcommand{"forget": runDonorsForget})
+	case "certify":
+		return runCertify(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,6 +31,10 @@ type serveFlags struct {
 	rate      int
 	burst     int
 	logLevel  string
+	tlsCert   string
+	tlsKey    string
+	vendors   struct{ payroll, bank, kyc string }
+	twilio    twilioFlags
 	webhooks  webhookFlags
 }
 
@@ -40,7 +46,37 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
+	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
+	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
+	f.twilio.register(fs)
 	f.webhooks.register(fs)
+}
+
+// tls loads the certificate pair, and the pool the simulators use to trust
+// it, when https is configured.
+func (f *serveFlags) tls() (bool, *x509.CertPool, error) {
+	if f.tlsCert == "" && f.tlsKey == "" {
+		return false, nil, nil
+	}
+	if f.tlsCert == "" || f.tlsKey == "" {
+		return false, nil, usageError{"--tls-cert and --tls-key go together"}
+	}
+	if _, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey); err != nil {
+		return false, nil, fmt.Errorf("tls: %w", err)
+	}
+	pem, err := os.ReadFile(f.tlsCert)
+	if err != nil {
+		return false, nil, fmt.Errorf("tls: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	roots.AppendCertsFromPEM(pem)
+	return true, roots, nil
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +102,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
+	useTLS, roots, err := f.tls()
+	if err != nil {
+		return err
+	}
+	verifier, err := f.twilio.verifier(lcfg.Env)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", f.addr, err)
@@ -73,11 +117,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ln.Close()
 	public := f.publicURL
 	if public == "" {
-		public = "http://" + ln.Addr().String()
+		scheme := "http://"
+		if useTLS {
+			scheme = "https://"
+		}
+		public = scheme + ln.Addr().String()
 	}
 	st, err := openStack(ctx, stackConfig{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
-		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log,
+		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
+		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
 		Webhooks: hooks,
 	})
 	if err != nil {
@@ -90,7 +139,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv := &http.Server{Handler: st.api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	srv.RegisterOnShutdown(st.api.EndLongPolls)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if useTLS {
+			errc <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 
 	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
 	if url := st.ledger.ClientURL(); url != "" {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +14,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/partnergiving/giving/dispatcher"
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
 )
 
 // stackConfig is everything needed to run one instance.
@@ -23,10 +28,21 @@ type stackConfig struct {
 	MasterKey string
 	PublicURL string
 	RateLimit httpapi.RateLimit
+	// Vendors are the inbound webhook secrets. On the sandbox stack, empty
+	// ones are derived from the master key, so every instance shares them.
+	Vendors httpapi.VendorSecrets
+	// TLSRoots lets the sandbox simulators trust the service's own
+	// certificate when it serves https.
+	TLSRoots *x509.CertPool
 	// Instance names this instance stably across restarts; it defaults to
 	// the data directory, which one process uses at a time.
 	Instance string
 	Log      zerolog.Logger
+	// SMS verifies donor phones; nil means the sandbox verifier, which only
+	// the sandbox stack may use.
+	SMS sms.Verifier
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 	// Webhooks tunes the dispatcher; its environment and log come from the
 	// stack.
 	Webhooks dispatcher.Config
@@ -84,6 +100,25 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	vault, err := s.ledger.OpenVault(ctx, s.secrets)
+	if err != nil {
+		return nil, err
+	}
+	vendors, err := vendorSecrets(cfg, s.secrets)
+	if err != nil {
+		return nil, err
+	}
+	var sim *simulators.Simulator
+	if cfg.Ledger.Env == domain.Sandbox {
+		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+	}
+	verifier := cfg.SMS
+	if verifier == nil {
+		if cfg.Ledger.Env != domain.Sandbox {
+			return nil, errors.New("the production stack needs an SMS verifier (Twilio)")
+		}
+		verifier = sms.Sandbox{}
+	}
 	attempts, err := s.ledger.OpenAttemptLog(ctx)
 	if err != nil {
 		return nil, err
@@ -95,11 +130,11 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 		return nil, err
 	}
 	s.api, err = httpapi.New(httpapi.Config{
-		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit,
-		Log: cfg.Log.With().Str("component", "http").Logger(),
+		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, RateLimit: cfg.RateLimit, Vendors: vendors,
+		Log: cfg.Log.With().Str("component", "http").Logger(), Now: cfg.Now,
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim, SMS: verifier,
 		Webhooks: s.dispatcher, Attempts: attempts,
 	})
 	if err != nil {
@@ -124,7 +159,11 @@ func (s *stack) start(ctx context.Context) error {
 		defer s.wg.Done()
 		s.projector.Run(runCtx)
 	}()
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.api.SweepSessions(runCtx, time.Second)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.dispatcher.Run(runCtx)
@@ -155,4 +194,22 @@ func (s *stack) Close() error {
 		s.ledger.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// vendorSecrets returns the inbound webhook secrets: configured ones, or on
+// the sandbox stack its own, derived from the master key. Production refuses
+// to start without all three.
+func vendorSecrets(cfg stackConfig, secrets *eventlog.Secrets) (httpapi.VendorSecrets, error) {
+	v := cfg.Vendors
+	pick := func(have []byte, kind string) []byte {
+		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {
+			return have
+		}
+		return []byte(hex.EncodeToString(secrets.Key("sandbox-vendor/" + kind)))
+	}
+	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
+	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
+		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --vendor-secret-kyc")
+	}
+	return v, nil
 }

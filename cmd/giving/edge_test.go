@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi/apitest"
+)
+
+// enroll drives a donor session through every flow decision with the
+// command helper, as the hosted flow would, and returns the enrollment id.
+func enroll(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, phone string) (sessionID, enrollmentID string) {
+	t.Helper()
+	var s sessionResponse
+	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
+	steps := []func(cur *domain.Session, now time.Time) (*domain.Event, error){
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.Bind(cur, "browser", now)
+		},
+		domain.SendCode,
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.CheckCode(cur, true, now)
+		},
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.Consent(cur, "Grace", now)
+		},
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.DecideKYC(cur, domain.KYCPassed, "test", now)
+		},
+		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+			return domain.CompleteSession(cur, domain.NewID(domain.PrefixEnrollment), "test", now)
+		},
+	}
+	var final domain.Session
+	for _, step := range steps {
+		_, err := ts.ledger.Execute(context.Background(), eventlog.Command{
+			Partner: partnerID, Aggregate: s.ID,
+			Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+				var cur domain.Session
+				for _, e := range h.Events {
+					cur.Apply(e)
+				}
+				ev, err := step(&cur, time.Now())
+				if ev != nil {
+					cur.Apply(*ev)
+				}
+				final = cur
+				return ev, err
+			},
+		})
+		if err != nil {
+			t.Fatalf("flow step: %v", err)
+		}
+	}
+	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{
+		Partner: partnerID, Aggregate: final.EnrollmentID,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			var e domain.Enrollment
+			ev, err := domain.CreateEnrollment(&e, final.EnrollmentFor(), time.Now())
+			return &ev, err
+		},
+	}); err != nil {
+		t.Fatalf("create enrollment: %v", err)
+	}
+	ts.waitProjected(t)
+	return s.ID, final.EnrollmentID
+}
+
+// countEvents counts the ledger's events of one type.
+func countEvents(t *testing.T, ts *testStack, eventType string) int {
+	t.Helper()
+	recs, _, err := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType(eventType), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(recs)
+}
+
+func lastSeq(t *testing.T, ts *testStack) uint64 {
+	t.Helper()
+	seq, err := ts.ledger.LastSeq(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// sendVendor posts a signed vendor webhook straight at the edge.
+func sendVendor(t *testing.T, ts *testStack, kind string, secret []byte, body string, at time.Time) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/edge/"+kind, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != nil {
+		req.Header.Set("Vendor-Signature", domain.Sign(secret, at, []byte(body)))
+	}
+	c := &apitest.Client{TB: t}
+	resp := c.Send(req, []byte(body))
+	var m map[string]any
+	_ = json.Unmarshal(resp.Body, &m)
+	return resp.Status, m
+}
+
+func vendorBody(id, typ string, data any) string {
+	b, _ := json.Marshal(map[string]any{"id": id, "type": typ, "created_at": domain.FormatTime(time.Now()), "data": data})
+	return string(b)
+}
+
+func TestPayrollConfirmationActivatesExactlyOnce(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	_, en := enroll(t, ts, c, pid, church, "+12025550100")
+
+	// The same vendor webhook, 20 times at once, and 20 distinct webhooks
+	// confirming the same enrollment: one enrollment.activated.
+	var wg sync.WaitGroup
+	codes := make(chan int, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := "evt_same"
+			if i >= 20 {
+				id = "evt_" + domain.NewID("")
+			}
+			code, _ := sendVendor(t, ts, "payroll", ts.api.VendorSecrets().Payroll, vendorBody(id, "deposit_switch.confirmed", map[string]string{"enrollment_id": en, "church_id": church}), time.Now())
+			codes <- code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code != http.StatusOK {
+			t.Fatalf("edge answered %d", code)
+		}
+	}
+	if n := countEvents(t, ts, "enrollment.activated"); n != 1 {
+		t.Fatalf("%d enrollment.activated events, want exactly 1", n)
+	}
+	recs, _, _ := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType("enrollment.activated"), 0, 10)
+	var env struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	_ = json.Unmarshal(recs[0].Data, &env)
+	if string(env.Payload) != `{"enrollment_id":"`+en+`"}` {
+		t.Fatalf("payload %s, want exactly {enrollment_id}", env.Payload)
+	}
+	var got struct {
+		Status      string  `json:"status"`
+		ActivatedAt *string `json:"activated_at"`
+	}
+	c.Do(http.MethodGet, "/v1/enrollments/"+en, nil, nil).JSON(t, &got)
+	if got.Status != "active" || got.ActivatedAt == nil {
+		t.Fatalf("enrollment after activation: %+v", got)
+	}
+}
+
+func TestSimulatorsGoThroughTheEdge(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	other, _ := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	foreign := importChurch(t, other, "Theirs")
+	_, en := enroll(t, ts, c, pid, church, "+12025550100")
+
+	// Unknown enrollment: the edge's 4xx surfaces as is, nothing appended.
+	before := lastSeq(t, ts)
+	resp := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", `{"enrollment_id":"en_2pQm3s8JmYc5B9vXk0QeLr1nD7a","church_id":"`+church+`"}`, nil)
+	if resp.Status != http.StatusOK || resp.Map(t)["status_code"].(float64) != 422 {
+		t.Fatalf("unknown enrollment: %d %s", resp.Status, resp.Body)
+	}
+	if lastSeq(t, ts) != before {
+		t.Fatal("a rejected simulation appended to the ledger")
+	}
+	// A church of another partner: 404, and nothing is sent.
+	if r := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", `{"enrollment_id":"`+en+`","church_id":"`+foreign+`"}`, nil); r.Status != http.StatusNotFound {
+		t.Fatalf("foreign church: %d %s", r.Status, r.Body)
+	}
+	resp = c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", `{"enrollment_id":"`+en+`","church_id":"`+church+`"}`, nil)
+	if resp.Status != http.StatusOK || string(resp.Body) != `{"status_code":200}` {
+		t.Fatalf("payroll-connected: %d %s", resp.Status, resp.Body)
+	}
+	if countEvents(t, ts, "enrollment.activated") != 1 {
+		t.Fatal("no enrollment.activated")
+	}
+
+	// Deposit: answers the spec's shape; trace generated when omitted.
+	resp = c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct_1","amount":10.10}`, nil)
+	var dep struct {
+		StatusCode int `json:"status_code"`
+		Simulated  struct {
+			EventType string `json:"event_type"`
+			Trace     string `json:"trace"`
+			BankTS    string `json:"bank_ts"`
+		} `json:"simulated"`
+	}
+	resp.JSON(t, &dep)
+	if dep.StatusCode != 200 || dep.Simulated.EventType != "ach.credit.received" || dep.Simulated.Trace == "" {
+		t.Fatalf("deposit: %s", resp.Body)
+	}
+	if _, err := time.Parse(domain.TimeLayout, dep.Simulated.BankTS); err != nil {
+		t.Fatalf("bank_ts %q: %v", dep.Simulated.BankTS, err)
+	}
+	// The same trace again: acknowledged, never credited twice.
+	resp = c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct_1","amount":10.10,"trace":"`+dep.Simulated.Trace+`"}`, nil)
+	if resp.Map(t)["status_code"].(float64) != 200 {
+		t.Fatalf("repeated trace: %s", resp.Body)
+	}
+	if n := countEvents(t, ts, "deposit.received"); n != 1 {
+		t.Fatalf("%d deposit.received, want 1", n)
+	}
+	bal, err := ts.store.ChurchBalance(pid, church)
+	if err != nil || bal.Total != 1010 || bal.Count != 1 || bal.Accounts["acct_1"] != 1010 {
+		t.Fatalf("balance %+v %v", bal, err)
+	}
+	recs, _, _ := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType("deposit.received"), 0, 10)
+	if bytes.Contains(recs[0].Data, []byte("acct_1")) {
+		t.Fatal("deposit.received exposes the account reference")
+	}
+	var env struct {
+		ChurchID string `json:"church_id"`
+		Payload  map[string]json.RawMessage
+	}
+	_ = json.Unmarshal(recs[0].Data, &env)
+	if env.ChurchID != church || string(env.Payload["amount"]) != "10.10" || string(env.Payload["currency"]) != `"USD"` || len(env.Payload) != 5 {
+		t.Fatalf("deposit.received: %s", recs[0].Data)
+	}
+
+	// Missing fields: the simulator's own 422, nothing sent.
+	if r := c.Do(http.MethodPost, "/sandbox/simulate/kyc", `{"church_id":"`+church+`"}`, nil); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("kyc without donor: %d", r.Status)
+	}
+}
+
+func TestDepositAmounts(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	cases := []struct {
+		amount string
+		ok     bool
+	}{
+		{"10.10", true}, {"10.1", true}, {"7", true}, {"0.01", true},
+		{"10.101", false}, {"0", false}, {"-1", false}, {`"10"`, false}, {"1e400", false}, {"1E2", false}, {"0.001", false}, {"null", false}, {"true", false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.amount, func(t *testing.T) {
+			c.TB = t
+			before := lastSeq(t, ts)
+			trace := "sim-" + domain.NewID("")
+			// Through the simulator.
+			resp := c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":`+tc.amount+`,"trace":"`+trace+`"}`, nil)
+			code := resp.Status // the simulator's own refusal of a missing amount
+			if resp.Status == http.StatusOK {
+				code = int(resp.Map(t)["status_code"].(float64))
+			}
+			// Straight at the edge, with a valid signature.
+			direct, _ := sendVendor(t, ts, "bank", ts.api.VendorSecrets().Bank,
+				`{"id":"bank-`+trace+`","type":"ach.credit.received","created_at":"2026-11-21T10:00:00.000Z","data":{"trace":"d`+trace+`","account_ref":"acct","amount":`+tc.amount+`,"currency":"USD","bank_ts":"2026-11-21T10:00:00Z","church_id":"`+church+`"}}`, time.Now())
+			if tc.ok && (code != 200 || direct != 200) {
+				t.Fatalf("amount %s refused: simulator %d, edge %d", tc.amount, code, direct)
+			}
+			if !tc.ok {
+				if code < 400 || code >= 500 || direct < 400 || direct >= 500 {
+					t.Fatalf("amount %s: simulator %d, edge %d; want 4xx", tc.amount, code, direct)
+				}
+				if lastSeq(t, ts) != before {
+					t.Fatal("a refused amount appended to the ledger")
+				}
+			}
+			_ = i
+		})
+	}
+	c.TB = t
+	// NaN is not JSON at all: a 400 at the edge, never a 5xx.
+	code, _ := sendVendor(t, ts, "bank", ts.api.VendorSecrets().Bank, `{"id":"nan","type":"ach.credit.received","data":{"amount":NaN}}`, time.Now())
+	if code != http.StatusBadRequest {
+		t.Fatalf("NaN: %d", code)
+	}
+}
+
+func TestEdgeRefusesBadInput(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	secret := ts.api.VendorSecrets().Payroll
+	good := vendorBody("evt_1", "deposit_switch.confirmed", map[string]string{"enrollment_id": "en_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "church_id": church})
+	cases := []struct {
+		name   string
+		secret []byte
+		body   string
+		at     time.Time
+		want   int
+	}{
+		{"no signature", nil, good, time.Now(), 401},
+		{"wrong secret", []byte("nope"), good, time.Now(), 401},
+		{"another vendor's secret", ts.api.VendorSecrets().Bank, good, time.Now(), 401},
+		{"stale", secret, good, time.Now().Add(-301 * time.Second), 401},
+		{"future", secret, good, time.Now().Add(301 * time.Second), 401},
+		{"not json", secret, "{", time.Now(), 400},
+		{"wrong type", secret, vendorBody("evt_1", "ach.credit.received", map[string]string{}), time.Now(), 422},
+		{"no id", secret, vendorBody("", "deposit_switch.confirmed", map[string]string{}), time.Now(), 422},
+		{"unknown church", secret, vendorBody("evt_2", "deposit_switch.confirmed", map[string]string{"enrollment_id": "en_x", "church_id": "ch_2pQm3s8JmYc5B9vXk0QeLr1nD7a"}), time.Now(), 422},
+		{"unknown enrollment", secret, good, time.Now(), 422},
+		{"extra field", secret, vendorBody("evt_3", "deposit_switch.confirmed", map[string]any{"enrollment_id": "x", "church_id": church, "x": 1}), time.Now(), 422},
+	}
+	before := lastSeq(t, ts)
+	for _, tc := range cases {
+		code, body := sendVendor(t, ts, "payroll", tc.secret, tc.body, tc.at)
+		if code != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	if lastSeq(t, ts) != before {
+		t.Fatal("refused webhooks appended to the ledger")
+	}
+}
+
+func TestSandboxIsAbsentInProduction(t *testing.T) {
+	ts := startStack(t, withEnv(domain.Production))
+	c, _ := ts.partner(t)
+	for _, p := range []string{"/sandbox/simulate/deposit", "/sandbox/simulate/kyc", "/sandbox/simulate/payroll-connected", "/sandbox/anything"} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+p, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+c.Key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s on production: %d", p, resp.StatusCode)
+		}
+	}
+}
+
+func TestKYCOutcomesMoveTheFlow(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	toKYC := func(phone string) sessionResponse {
+		var s sessionResponse
+		c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
+		for _, step := range []func(cur *domain.Session, now time.Time) (*domain.Event, error){
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "b", now) },
+			domain.SendCode,
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+				return domain.CheckCode(cur, true, now)
+			},
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
+				return domain.Consent(cur, "Grace", now)
+			},
+		} {
+			if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{Partner: pid, Aggregate: s.ID,
+				Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+					var cur domain.Session
+					for _, e := range h.Events {
+						cur.Apply(e)
+					}
+					return step(&cur, time.Now())
+				}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts.waitProjected(t)
+		return s
+	}
+	step := func(id string) domain.FlowStep {
+		s, _, _ := ts.store.Session(pid, id)
+		return s.Step(time.Now())
+	}
+	kyc := func(donor, outcome string) *apitest.Response {
+		return c.Do(http.MethodPost, "/sandbox/simulate/kyc", `{"church_id":"`+church+`","donor_id":"`+donor+`","outcome":"`+outcome+`"}`, nil)
+	}
+	a := toKYC("+442079460000")
+	if step(a.ID) != domain.StepKYC {
+		t.Fatalf("not waiting for KYC: %s", step(a.ID))
+	}
+	if r := kyc(a.DonorID, "review"); string(r.Body) != `{"status_code":200,"simulated":"review"}` {
+		t.Fatalf("review: %s", r.Body)
+	}
+	if s, _, _ := ts.store.Session(pid, a.ID); s.KYC != domain.KYCReview || step(a.ID) != domain.StepKYC {
+		t.Fatalf("after review: kyc %q step %s", s.KYC, step(a.ID))
+	}
+	if r := c.Do(http.MethodPost, "/sandbox/simulate/kyc", `{"church_id":"`+church+`","donor_id":"`+a.DonorID+`"}`, nil); r.Map(t)["simulated"] != "passed" || r.Map(t)["status_code"].(float64) != 200 {
+		t.Fatalf("default outcome: %s", r.Body)
+	}
+	if step(a.ID) != domain.StepPayroll {
+		t.Fatalf("after passed: %s", step(a.ID))
+	}
+	b := toKYC("+4915112345678")
+	kyc(b.DonorID, "failed")
+	var got sessionResponse
+	c.Do(http.MethodGet, "/v1/donor_sessions/"+b.ID, nil, nil).JSON(t, &got)
+	if got.Status != "declined" || step(b.ID) != domain.StepDeclined {
+		t.Fatalf("after failed: %s %s", got.Status, step(b.ID))
+	}
+	// Nobody waits any more: the edge's 409 surfaces; an unknown donor is 422.
+	if r := kyc(b.DonorID, "passed"); r.Map(t)["status_code"].(float64) != 409 {
+		t.Fatalf("no session waiting: %s", r.Body)
+	}
+	if r := kyc("dn_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "passed"); r.Map(t)["status_code"].(float64) != 422 {
+		t.Fatalf("unknown donor: %s", r.Body)
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/sms"
+)
+
+func withSMS(v sms.Verifier) stackOption {
+	return func(cfg *stackConfig) { cfg.SMS = v }
+}
+
+func TestServeRefusesProductionWithoutTwilio(t *testing.T) {
+	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID"} {
+		t.Setenv(name, "")
+	}
+	var out, errOut strings.Builder
+	err := run(context.Background(), []string{"serve", "--env", "production", "--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--addr", "127.0.0.1:0",
+		"--twilio-account-sid", "AC1", "--twilio-service-sid", "VA1"}, &out, &errOut)
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "GIVING_TWILIO_AUTH_TOKEN") {
+		t.Fatalf("serve on production without a Twilio token: %v", err)
+	}
+}
+
+// TestProductionFlowVerifiesThroughTwilio runs the phone step of a
+// production stack against a local fake of Twilio Verify: the code comes
+// from Twilio, the sandbox's 000000 does not work, and no seed donor exists.
+func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		_ = r.ParseForm()
+		mu.Lock()
+		calls = append(calls, user+":"+pass+" "+r.URL.Path+" "+r.PostForm.Encode())
+		mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/Verifications"):
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"status":"pending"}`))
+		case r.PostForm.Get("Code") == "424242":
+			_, _ = w.Write([]byte(`{"status":"approved","valid":true}`))
+		default:
+			_, _ = w.Write([]byte(`{"status":"pending","valid":false}`))
+		}
+	}))
+	defer fake.Close()
+	tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: fake.URL, AccountSID: "AC1", AuthToken: "tok", ServiceSID: "VA1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startStack(t, withEnv(domain.Production), withSMS(tw))
+	c, _ := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	s := openSession(t, c, church, "+12025550100", "pct", "2", "https://partner.example/back")
+	d := newDonorBrowser(t, s.URL, nil)
+	d.open("").expect(t, http.StatusOK, "Confirm it's you")
+	d.submit("code", nil)
+	if p := d.submit("verify", url.Values{"code": {"000000"}}); !strings.Contains(p.Body, "That code is not right.") {
+		t.Fatalf("the sandbox code worked in production: %s", p.Body)
+	}
+	d.submit("verify", url.Values{"code": {"424242"}}).expect(t, http.StatusOK, "Agree to give")
+	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Checking your identity")
+	want := []string{
+		"AC1:tok /v2/Services/VA1/Verifications Channel=sms&To=%2B12025550100",
+		"AC1:tok /v2/Services/VA1/VerificationCheck Code=000000&To=%2B12025550100",
+		"AC1:tok /v2/Services/VA1/VerificationCheck Code=424242&To=%2B12025550100",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Twilio calls:\n%s", strings.Join(calls, "\n"))
+	}
+}

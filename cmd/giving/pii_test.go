@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/httpapi/apitest"
+)
+
+// phoneForms are the ways a US number can be written, for the PII sweep.
+func phoneForms(e164 string) []string {
+	n := strings.TrimPrefix(e164, "+1") // 10 digits
+	a, b, c := n[:3], n[3:6], n[6:]
+	return []string{
+		e164, n, "1" + n,
+		a + "-" + b + "-" + c, a + " " + b + " " + c, a + "." + b + "." + c,
+		"(" + a + ") " + b + "-" + c, "(" + a + ")" + b + "-" + c,
+		"+1 " + a + " " + b + " " + c, "+1-" + a + "-" + b + "-" + c, "+1 (" + a + ") " + b + "-" + c,
+		"%2B1" + n, `\u002b1` + n,
+	}
+}
+
+// onlyDigits keeps the digits of s, so that a phone written with any
+// separators shows up as its plain digits.
+func onlyDigits(s []byte) []byte {
+	out := make([]byte, 0, len(s)/4)
+	for _, c := range s {
+		if c >= '0' && c <= '9' {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// errorer is the part of testing.T the sweep reports to.
+type errorer interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// countErrors counts what a sweep reports, to prove the sweep can see.
+type countErrors struct{ n int }
+
+func (c *countErrors) Helper()               {}
+func (c *countErrors) Errorf(string, ...any) { c.n++ }
+
+// sweep fails if any phone appears in data, in any formatting.
+func sweep(t errorer, where string, data []byte, phones []string) {
+	t.Helper()
+	digits := onlyDigits(data)
+	for _, p := range phones {
+		for _, form := range phoneForms(p) {
+			if bytes.Contains(data, []byte(form)) {
+				t.Errorf("%s holds the phone as %q", where, form)
+			}
+		}
+		if national := strings.TrimPrefix(p, "+1"); bytes.Contains(digits, []byte(national)) {
+			t.Errorf("%s holds the phone's digits %s (with separators)", where, national)
+		}
+	}
+}
+
+// TestNoPhoneAnywhere runs complete flows for several donors, then looks for
+// their phone numbers, in every formatting, in everything the service wrote
+// or answered: the JetStream store files, the bbolt file, the logs, every
+// API response and every page of the flow.
+func TestNoPhoneAnywhere(t *testing.T) {
+	// The sweep itself finds a phone in each formatting.
+	for _, form := range phoneForms("+12025550100") {
+		var ce countErrors
+		sweep(&ce, "probe", []byte("x "+form+" y"), []string{"+12025550100"})
+		if ce.n == 0 {
+			t.Fatalf("the sweep misses %q", form)
+		}
+	}
+
+	ts := startStack(t)
+	rec := &recorder{next: http.DefaultTransport}
+	c, _ := ts.partner(t, "https://partner.example")
+	c.HTTP = &http.Client{Transport: rec}
+	church := importChurch(t, c, "Grace Chapel")
+
+	donors := []struct{ phone, mode, value, end string }{
+		{"+12025550100", "pct", "3", "You're all set"},
+		{"+12025550100", "fixed", "25.50", "You're all set"},
+		{"+12025550101", "pct", "2.5", "We're reviewing your details"},
+		{"+12025550102", "fixed", "10", "We couldn't verify your identity"},
+		{"+12025550123", "pct", "1", "Checking your identity"},
+	}
+	var phones []string
+	var enrollments []string
+	for _, dn := range donors {
+		phones = append(phones, dn.phone)
+		s := openSession(t, c, church, dn.phone, dn.mode, dn.value, "https://partner.example/back")
+		d := newDonorBrowser(t, s.URL, rec)
+		d.open("")
+		d.submit("code", nil)
+		d.submit("verify", url.Values{"code": {"123456"}})
+		d.submit("verify", url.Values{"code": {"000000"}})
+		p := d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
+		if dn.end == "You're all set" {
+			d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_bad"}, "password": {"nope"}})
+			d.open("")
+			p = d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}})
+		}
+		p.expect(t, http.StatusOK, dn.end)
+		newDonorBrowser(t, s.URL, rec).open("").expect(t, http.StatusForbidden, "This link was already used")
+		got := c.Do(http.MethodGet, "/v1/donor_sessions/"+s.ID, nil, nil)
+		if id, _ := got.Map(t)["enrollment_id"].(string); id != "" {
+			enrollments = append(enrollments, id)
+		}
+	}
+	if len(enrollments) != 2 {
+		t.Fatalf("%d enrollments, want 2", len(enrollments))
+	}
+	for _, id := range enrollments {
+		c.Do(http.MethodGet, "/v1/enrollments/"+id, nil, nil)
+	}
+	c.Do(http.MethodGet, "/v1/enrollments", nil, nil)
+	c.Do(http.MethodGet, "/v1/enrollments?church_id="+church, nil, nil)
+	// Errors never echo the phone either.
+	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody("ch_x", "+12025550100", "pct", "0", "http://x"), nil)
+	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550100", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
+	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550101", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
+
+	responses := rec.all()
+	if len(responses) < 40 {
+		t.Fatalf("only %d responses captured", len(responses))
+	}
+	for i, body := range responses {
+		sweep(t, fmt.Sprintf("response %d (%s)", i, strings.SplitN(body, "\n", 2)[0]), []byte(body), phones)
+	}
+
+	// Stop the stack so that every file is complete, then read them all.
+	logs := ts.Logs.String()
+	if !strings.Contains(logs, `"route":"/flow/{token}/payroll"`) {
+		t.Fatal("the logs were not captured")
+	}
+	ts.stop()
+	sweep(t, "the logs", []byte(logs), phones)
+	files := 0
+	err := filepath.Walk(ts.Dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		sweep(t, strings.TrimPrefix(path, ts.Dir), data, phones)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(projectionsPath(ts.cfg.Ledger)); err != nil || files < 5 {
+		t.Fatalf("swept %d files; the bbolt file: %v", files, err)
+	}
+}

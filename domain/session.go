@@ -1,0 +1,421 @@
+package domain
+
+import (
+	"time"
+)
+
+// SessionStatus is what partners see of a donor session.
+//
+//	open ──(donor connects payroll; enrollment.created)──▶ completed
+//	open ──(identity verification fails)─────────────────▶ declined
+//	open ──(30 minutes pass)──────────────────────────────▶ expired
+type SessionStatus string
+
+// The session statuses.
+const (
+	SessionOpen      SessionStatus = "open"
+	SessionCompleted SessionStatus = "completed"
+	SessionDeclined  SessionStatus = "declined"
+	SessionExpired   SessionStatus = "expired"
+)
+
+// Session limits.
+const (
+	SessionLifetime  = 30 * time.Minute
+	CodeLifetime     = 10 * time.Minute
+	CodeResendWait   = 30 * time.Second
+	MaxCodeAttempts  = 5
+	MaxRedirectURL   = 2048
+	ConsentVersion   = "2026-11-01"
+	KYCPassed        = "passed"
+	KYCReview        = "review"
+	KYCFailed        = "failed"
+	KYCPending       = "pending"
+	flowErrorForeign = "link-used"
+)
+
+// FlowStep is where the donor is in the hosted flow.
+type FlowStep string
+
+// The hosted flow's steps, in order.
+const (
+	StepVerifyPhone FlowStep = "verify_phone"
+	StepConsent     FlowStep = "consent"
+	StepKYC         FlowStep = "kyc"
+	StepPayroll     FlowStep = "payroll"
+	StepDone        FlowStep = "done"
+	StepDeclined    FlowStep = "declined"
+	StepLocked      FlowStep = "locked"
+	StepExpired     FlowStep = "expired"
+)
+
+// SessionCreated opens a donor session. The donor's phone is not here: it
+// lives only in the vault, under DonorID.
+type SessionCreated struct {
+	DonorID     string     `json:"donor_id"`
+	Mode        Mode       `json:"mode"`
+	Value       Hundredths `json:"value"`
+	RedirectURL string     `json:"redirect_url"`
+	TokenHash   string     `json:"token_hash"`
+	ExpiresAt   string     `json:"expires_at"`
+}
+
+// SessionOpened binds the session to the first browser that opened its url.
+type SessionOpened struct {
+	BindingHash string `json:"binding_hash"`
+}
+
+// CodeSent records that a verification code went to the donor's phone.
+type CodeSent struct{}
+
+// CodeRejected records a wrong verification code.
+type CodeRejected struct {
+	Attempts int `json:"attempts"`
+}
+
+// PhoneVerified records a correct verification code.
+type PhoneVerified struct{}
+
+// SessionLocked records that too many wrong codes locked the session.
+type SessionLocked struct{}
+
+// ConsentGiven records the donor's explicit consent to the versioned text.
+type ConsentGiven struct {
+	Version string `json:"version"`
+	Text    string `json:"text"`
+}
+
+// KYCDecided records the identity-verification outcome (passed, review,
+// failed) and where it came from (seed donor or vendor webhook).
+type KYCDecided struct {
+	Outcome string `json:"outcome"`
+	Source  string `json:"source"`
+}
+
+// PayrollFailed records a failed payroll sign-in; the donor may retry.
+type PayrollFailed struct {
+	Provider string `json:"provider"`
+}
+
+// DonorSessionCompleted records that the donor connected payroll. The session
+// owns this moment, so completion and expiry are ordered on one aggregate;
+// the enrollment it names is created right after (and re-created by whoever
+// finds it missing, with the same id, so it exists exactly once).
+type DonorSessionCompleted struct {
+	EnrollmentID string `json:"enrollment_id"`
+	Provider     string `json:"provider"`
+}
+
+// DonorSessionExpired is the public donor_session.expired event.
+type DonorSessionExpired struct {
+	DonorSessionID string `json:"donor_session_id"`
+}
+
+func (*SessionCreated) EventType() string        { return "donor_session.created" }
+func (*SessionOpened) EventType() string         { return "donor_session.opened" }
+func (*CodeSent) EventType() string              { return "donor_session.code_sent" }
+func (*CodeRejected) EventType() string          { return "donor_session.code_rejected" }
+func (*PhoneVerified) EventType() string         { return "donor_session.phone_verified" }
+func (*SessionLocked) EventType() string         { return "donor_session.locked" }
+func (*ConsentGiven) EventType() string          { return "donor_session.consented" }
+func (*KYCDecided) EventType() string            { return "donor_session.kyc_decided" }
+func (*PayrollFailed) EventType() string         { return "donor_session.payroll_failed" }
+func (*DonorSessionCompleted) EventType() string { return "donor_session.completed" }
+func (*DonorSessionExpired) EventType() string   { return "donor_session.expired" }
+
+func init() {
+	register[SessionCreated](false, "A partner opened a donor session.")
+	register[SessionOpened](false, "The first browser opened the session url and was bound to it.")
+	register[CodeSent](false, "A verification code was sent to the donor's phone.")
+	register[CodeRejected](false, "The donor entered a wrong verification code.")
+	register[PhoneVerified](false, "The donor verified their phone.")
+	register[SessionLocked](false, "Too many wrong codes locked the session.")
+	register[ConsentGiven](false, "The donor consented to the giving terms.")
+	register[KYCDecided](false, "Identity verification finished with an outcome.")
+	register[PayrollFailed](false, "A payroll sign-in failed.")
+	register[DonorSessionCompleted](false, "The donor connected payroll; the session's enrollment is created next.")
+	register[DonorSessionExpired](true, "A donor session's url expired before the donor finished the flow.")
+}
+
+// Session is the donor session aggregate.
+type Session struct {
+	ID             string        `json:"id"`
+	PartnerID      string        `json:"partner_id"`
+	ChurchID       string        `json:"church_id"`
+	DonorID        string        `json:"donor_id"`
+	Giving         Giving        `json:"giving"`
+	RedirectURL    string        `json:"redirect_url"`
+	TokenHash      string        `json:"token_hash"`
+	CreatedAt      time.Time     `json:"created_at"`
+	ExpiresAt      time.Time     `json:"expires_at"`
+	Expired        bool          `json:"expired"`
+	BindingHash    string        `json:"binding_hash,omitempty"`
+	CodeSentAt     *time.Time    `json:"code_sent_at,omitempty"`
+	CodeAttempts   int           `json:"code_attempts"`
+	Locked         bool          `json:"locked"`
+	PhoneVerified  bool          `json:"phone_verified"`
+	ConsentVersion string        `json:"consent_version,omitempty"`
+	KYC            string        `json:"kyc,omitempty"`
+	PayrollFails   int           `json:"payroll_fails"`
+	EnrollmentID   string        `json:"enrollment_id,omitempty"`
+	Status         SessionStatus `json:"status"`
+}
+
+// Exists reports whether the session was created.
+func (s *Session) Exists() bool { return s.ID != "" }
+
+// Apply folds one of the session's events into its state.
+func (s *Session) Apply(e Event) {
+	switch p := e.Payload.(type) {
+	case *SessionCreated:
+		s.ID, s.PartnerID, s.ChurchID, s.DonorID = e.AggregateID, e.PartnerID, e.ChurchID, p.DonorID
+		s.Giving, s.RedirectURL, s.TokenHash = Giving{Mode: p.Mode, Value: p.Value}, p.RedirectURL, p.TokenHash
+		s.CreatedAt = e.OccurredAt
+		s.ExpiresAt, _ = time.Parse(TimeLayout, p.ExpiresAt)
+		s.Status = SessionOpen
+	case *SessionOpened:
+		s.BindingHash = p.BindingHash
+	case *CodeSent:
+		// A new code does not reset the wrong tries: the limit is per
+		// session, or a resend every 30 s would allow endless guessing.
+		at := e.OccurredAt
+		s.CodeSentAt = &at
+	case *CodeRejected:
+		s.CodeAttempts = p.Attempts
+	case *SessionLocked:
+		s.Locked = true
+	case *PhoneVerified:
+		s.PhoneVerified = true
+	case *ConsentGiven:
+		s.ConsentVersion = p.Version
+	case *KYCDecided:
+		s.KYC = p.Outcome
+		if p.Outcome == KYCFailed {
+			s.Status = SessionDeclined
+		}
+	case *PayrollFailed:
+		s.PayrollFails++
+	case *DonorSessionCompleted:
+		s.EnrollmentID, s.Status = p.EnrollmentID, SessionCompleted
+	case *DonorSessionExpired:
+		s.Expired, s.Status = true, SessionExpired
+	}
+}
+
+// Step is where the donor stands in the hosted flow at now.
+func (s *Session) Step(now time.Time) FlowStep {
+	switch {
+	case s.Status == SessionCompleted:
+		return StepDone
+	case s.Status == SessionDeclined:
+		return StepDeclined
+	case s.Status == SessionExpired || !now.Before(s.ExpiresAt):
+		return StepExpired
+	case s.Locked:
+		return StepLocked
+	case !s.PhoneVerified:
+		return StepVerifyPhone
+	case s.ConsentVersion == "":
+		return StepConsent
+	case s.KYC != KYCPassed:
+		return StepKYC
+	}
+	return StepPayroll
+}
+
+// NewSession is what opening a session needs.
+type NewSession struct {
+	ID          string
+	PartnerID   string
+	ChurchID    string
+	DonorID     string
+	Giving      Giving
+	RedirectURL string
+	TokenHash   string
+}
+
+// CreateSession decides opening a donor session that expires after
+// SessionLifetime.
+func CreateSession(s *Session, n NewSession, now time.Time) (Event, error) {
+	if s.Exists() {
+		return Event{}, Errorf(KindConflict, "conflict", "Session %s already exists.", n.ID)
+	}
+	ev := NewEvent(n.PartnerID, n.ID, n.ChurchID, now, &SessionCreated{
+		DonorID: n.DonorID, Mode: n.Giving.Mode, Value: n.Giving.Value, RedirectURL: n.RedirectURL, TokenHash: n.TokenHash,
+	})
+	ev.Payload.(*SessionCreated).ExpiresAt = FormatTime(ev.OccurredAt.Add(SessionLifetime))
+	return ev, nil
+}
+
+// Flow errors the hosted flow shows as pages or form errors.
+var (
+	ErrLinkUsed      = Errorf(KindForbidden, flowErrorForeign, "This link was already opened in another browser.")
+	ErrSessionClosed = Errorf(KindConflict, "session-closed", "This session is no longer open.")
+	ErrWrongStep     = Errorf(KindConflict, "wrong-step", "This step is not available now.")
+	ErrResendTooSoon = Errorf(KindConflict, "resend-too-soon", "Please wait before asking for another code.")
+	ErrCodeExpired   = Errorf(KindInvalid, "code-expired", "That code has expired. Ask for a new one.")
+	ErrNoCode        = Errorf(KindInvalid, "no-code", "Ask for a code first.")
+)
+
+// Bind decides binding the session to a browser. The first browser wins;
+// the same browser again changes nothing; any other gets ErrLinkUsed.
+func Bind(s *Session, bindingHash string, now time.Time) (*Event, error) {
+	if s.BindingHash != "" {
+		if s.BindingHash == bindingHash {
+			return nil, nil
+		}
+		return nil, ErrLinkUsed
+	}
+	if err := s.open(now); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &SessionOpened{BindingHash: bindingHash})
+	return &ev, nil
+}
+
+// open checks the session can still change.
+func (s *Session) open(now time.Time) error {
+	if s.Status != SessionOpen || !now.Before(s.ExpiresAt) {
+		return ErrSessionClosed
+	}
+	return nil
+}
+
+func (s *Session) at(step FlowStep, now time.Time) error {
+	if err := s.open(now); err != nil {
+		return err
+	}
+	if s.Step(now) != step {
+		return ErrWrongStep
+	}
+	return nil
+}
+
+// SendCode decides sending a verification code. A resend waits
+// CodeResendWait after the previous one.
+func SendCode(s *Session, now time.Time) (*Event, error) {
+	if err := s.at(StepVerifyPhone, now); err != nil {
+		return nil, err
+	}
+	if s.CodeSentAt != nil && now.Sub(*s.CodeSentAt) < CodeResendWait {
+		return nil, ErrResendTooSoon
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &CodeSent{})
+	return &ev, nil
+}
+
+// ResendIn is how long the donor must wait before asking for another code.
+func (s *Session) ResendIn(now time.Time) time.Duration {
+	if s.CodeSentAt == nil {
+		return 0
+	}
+	return max(0, CodeResendWait-now.Sub(*s.CodeSentAt))
+}
+
+// CheckCode decides the outcome of an entered code; correct says whether the
+// SMS provider accepted it. A wrong code counts an attempt; the
+// MaxCodeAttempts-th wrong code locks the session.
+func CheckCode(s *Session, correct bool, now time.Time) (*Event, error) {
+	if err := s.at(StepVerifyPhone, now); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.CodeSentAt == nil:
+		return nil, ErrNoCode
+	case now.Sub(*s.CodeSentAt) > CodeLifetime:
+		return nil, ErrCodeExpired
+	}
+	var p Payload = &PhoneVerified{}
+	if !correct {
+		p = &CodeRejected{Attempts: s.CodeAttempts + 1}
+		if s.CodeAttempts+1 >= MaxCodeAttempts {
+			p = &SessionLocked{}
+		}
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, p)
+	return &ev, nil
+}
+
+// ConsentText is the versioned consent the donor agrees to.
+func ConsentText(churchName string, g Giving) string {
+	return "I authorize my employer's payroll provider to deduct " + g.Words() + " and send it to " + churchName +
+		" until I cancel. I can cancel at any time through the partner. Consent version " + ConsentVersion + "."
+}
+
+// Consent decides recording the donor's consent to the current text.
+func Consent(s *Session, churchName string, now time.Time) (*Event, error) {
+	if err := s.at(StepConsent, now); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: ConsentText(churchName, s.Giving)})
+	return &ev, nil
+}
+
+// DecideKYC decides recording an identity-verification outcome. Repeating
+// the current outcome changes nothing; a passed or failed outcome is final.
+func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error) {
+	switch outcome {
+	case KYCPassed, KYCReview, KYCFailed:
+	default:
+		return nil, Errorf(KindInvalid, "validation-error", "outcome must be passed, review or failed")
+	}
+	if s.KYC == outcome {
+		return nil, nil
+	}
+	if err := s.at(StepKYC, now); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &KYCDecided{Outcome: outcome, Source: source})
+	return &ev, nil
+}
+
+// SeedKYC is the sandbox's seed donors: their phone decides the identity
+// outcome at once. Other phones wait for the KYC simulator.
+func SeedKYC(phone string) (string, bool) {
+	switch phone {
+	case "+12025550100":
+		return KYCPassed, true
+	case "+12025550101":
+		return KYCReview, true
+	case "+12025550102":
+		return KYCFailed, true
+	}
+	return "", false
+}
+
+// FailPayroll decides recording a failed payroll sign-in.
+func FailPayroll(s *Session, provider string, now time.Time) (*Event, error) {
+	if err := s.at(StepPayroll, now); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &PayrollFailed{Provider: provider})
+	return &ev, nil
+}
+
+// CompleteSession decides the donor's successful payroll connection, naming
+// the enrollment to create. Completing a completed session changes nothing.
+func CompleteSession(s *Session, enrollmentID, provider string, now time.Time) (*Event, error) {
+	if s.Status == SessionCompleted {
+		return nil, nil
+	}
+	if err := s.at(StepPayroll, now); err != nil {
+		return nil, err
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &DonorSessionCompleted{EnrollmentID: enrollmentID, Provider: provider})
+	return &ev, nil
+}
+
+// EnrollmentFor is what the session's enrollment is created from.
+func (s *Session) EnrollmentFor() NewEnrollment {
+	return NewEnrollment{ID: s.EnrollmentID, PartnerID: s.PartnerID, ChurchID: s.ChurchID, SessionID: s.ID, Giving: s.Giving}
+}
+
+// Expire decides the expiry of an open session whose url ran out. It returns
+// a nil event when the session is not open or not yet due.
+func Expire(s *Session, now time.Time) *Event {
+	if s.Status != SessionOpen || now.Before(s.ExpiresAt) {
+		return nil
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &DonorSessionExpired{DonorSessionID: s.ID})
+	return &ev
+}

@@ -1,0 +1,473 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// The hosted donor flow: server-rendered pages at the session url. It is not
+// part of the partner API (no API key, no Idempotency-Key) and runs no
+// partner code. Every page is rendered from the session's state, and every
+// form posts to an action that decides in domain and answers 303 back to
+// the flow's page (post, redirect, get), so refresh and back are safe at
+// every step and repeating a form changes nothing once its step is passed.
+//
+// The first browser to open the url is bound to the session: it gets a
+// cookie holding a random binding secret whose hash the session records.
+// Any other browser gets the "link already used" page. Forms carry a CSRF
+// token derived from the binding secret.
+
+const (
+	flowCookie = "giving_flow"
+	// flowFormLimit bounds a flow form's body.
+	flowFormLimit = 16 << 10
+	// flowTokenLength is the length of a url token: 32 bytes, base64url.
+	flowTokenLength = 43
+)
+
+// flowRoutes mounts the hosted flow and its assets.
+func (s *Server) flowRoutes(r *mux.Router) {
+	r.HandleFunc("/assets/{name}", serveFlowAsset).Methods(http.MethodGet)
+	r.Handle("/flow/{token}", flowHeaders(http.HandlerFunc(s.flowShow))).Methods(http.MethodGet)
+	action := func(name string, h flowAction) {
+		path := "/flow/{token}/" + name
+		r.Handle(path, flowHeaders(s.flowPost(h))).Methods(http.MethodPost)
+		// A GET on an action (a bookmark, a retyped address) goes back to
+		// the flow's page.
+		r.Handle(path, flowHeaders(http.HandlerFunc(flowBack))).Methods(http.MethodGet)
+	}
+	action("code", s.flowSendCode)
+	action("verify", s.flowCheckCode)
+	action("consent", s.flowConsent)
+	action("payroll", s.flowPayroll)
+	r.PathPrefix("/flow/").Handler(flowHeaders(http.HandlerFunc(s.flowUnknown)))
+}
+
+// flowHeaders sets the flow's security headers on every answer: a strict
+// Content-Security-Policy (no script at all, styles and images only from
+// here, forms only to here, never framed), no referrer (the url holds the
+// session's secret token), and no caching.
+func flowHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func flowBack(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/flow/"+mux.Vars(r)["token"], http.StatusSeeOther)
+}
+
+// flowSession finds the session a url token opens. A token that is not of
+// the form the service issues is not looked up.
+func (s *Server) flowSession(token string) (domain.Session, bool, error) {
+	if len(token) != flowTokenLength {
+		return domain.Session{}, false, nil
+	}
+	if _, err := base64.RawURLEncoding.DecodeString(token); err != nil {
+		return domain.Session{}, false, nil
+	}
+	return s.store.SessionByToken(domain.HashKey(token))
+}
+
+// flowShow renders the page for where the donor stands.
+func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
+	token := mux.Vars(r)["token"]
+	sess, ok, err := s.flowSession(token)
+	if err != nil {
+		s.flowFail(w, r, err)
+		return
+	}
+	if !ok {
+		s.renderFlow(w, r, flowNotFoundPage())
+		return
+	}
+	now := s.now()
+	if sess.Step(now) == domain.StepExpired {
+		s.flowExpired(w, r, sess, now)
+		return
+	}
+	secret, ok := s.flowBind(w, r, token, &sess, now)
+	if !ok {
+		return
+	}
+	f := &flowRequest{token: token, sess: sess, secret: secret, now: now}
+	s.renderStep(w, r, f, r.URL.Query().Get("e"))
+}
+
+// flowExpired records the expiry (once, whoever sees it first: this page or
+// the sweeper) and shows the expiry page.
+func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session, now time.Time) {
+	if sess.Status == domain.SessionOpen {
+		_, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+			return domain.Expire(cur, now), nil
+		})
+		if err != nil {
+			logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
+		}
+	}
+	s.renderFlow(w, r, flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired",
+		ReturnURL: returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)})
+}
+
+// flowBind checks the browser's binding cookie, binding the session to this
+// browser when it is the first to open it. It returns the binding secret,
+// or false after answering with the "link already used" page.
+func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, sess *domain.Session, now time.Time) (string, bool) {
+	if sess.BindingHash != "" {
+		if secret, ok := boundSecret(r, *sess); ok {
+			return secret, true
+		}
+		s.renderFlow(w, r, flowUsedPage())
+		return "", false
+	}
+	secret := randomSecret()
+	after, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.Bind(cur, domain.HashKey(secret), now)
+	})
+	switch {
+	case errors.Is(err, domain.ErrLinkUsed):
+		s.renderFlow(w, r, flowUsedPage())
+		return "", false
+	case errors.Is(err, domain.ErrSessionClosed):
+		s.renderFlow(w, r, flowUnavailablePage())
+		return "", false
+	case err != nil:
+		s.flowFail(w, r, err)
+		return "", false
+	}
+	*sess = after
+	http.SetCookie(w, &http.Cookie{
+		Name: flowCookie, Value: secret, Path: "/flow/" + token,
+		Expires: sess.ExpiresAt, MaxAge: int(sess.ExpiresAt.Sub(now) / time.Second),
+		HttpOnly: true, Secure: strings.HasPrefix(s.cfg.PublicURL, "https://"), SameSite: http.SameSiteLaxMode,
+	})
+	return secret, true
+}
+
+// boundSecret returns the browser's binding secret when it is the one the
+// session is bound to.
+func boundSecret(r *http.Request, sess domain.Session) (string, bool) {
+	c, err := r.Cookie(flowCookie)
+	if err != nil || sess.BindingHash == "" {
+		return "", false
+	}
+	return c.Value, hmac.Equal([]byte(domain.HashKey(c.Value)), []byte(sess.BindingHash))
+}
+
+func randomSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("httpapi: crypto/rand: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// csrfToken binds a form to the session and to the browser's binding
+// secret, which a cross-site page cannot read.
+func (s *Server) csrfToken(sessionID, secret string) string {
+	m := hmac.New(sha256.New, s.csrfKey)
+	m.Write([]byte(sessionID))
+	m.Write([]byte{0})
+	m.Write([]byte(secret))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// flowRequest is one request of a bound browser.
+type flowRequest struct {
+	token  string
+	sess   domain.Session
+	secret string
+	now    time.Time
+	form   url.Values
+}
+
+// flowAction handles a form. It returns the flash naming the message to
+// show on the page it redirects to ("" for none); a wrong-step or
+// closed-session error means the form's step is over, and the donor is simply
+// shown where they stand now.
+type flowAction func(ctx context.Context, f *flowRequest) (flash string, err error)
+
+// flowPost runs the checks every form shares (a known token, the bound
+// browser, a valid CSRF token, an unexpired session), then the action, then
+// redirects back to the flow's page.
+func (s *Server) flowPost(action flowAction) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := mux.Vars(r)["token"]
+		sess, ok, err := s.flowSession(token)
+		if err != nil {
+			s.flowFail(w, r, err)
+			return
+		}
+		if !ok {
+			s.renderFlow(w, r, flowNotFoundPage())
+			return
+		}
+		secret, ok := boundSecret(r, sess)
+		if !ok {
+			s.renderFlow(w, r, flowUsedPage())
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, flowFormLimit)
+		if err := r.ParseForm(); err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrfToken(sess.ID, secret))) {
+			s.renderFlow(w, r, flowView{Status: http.StatusForbidden, Page: "stale", Title: "Please try that again", Action: "/flow/" + token})
+			return
+		}
+		f := &flowRequest{token: token, sess: sess, secret: secret, now: s.now(), form: r.PostForm}
+		flash := ""
+		if sess.Step(f.now) != domain.StepExpired {
+			flash, err = action(r.Context(), f)
+		}
+		var de *domain.Error
+		switch {
+		case errors.Is(err, domain.ErrWrongStep) || errors.Is(err, domain.ErrSessionClosed):
+		case errors.As(err, &de) && flashes[de.Code].Message != "":
+			flash = de.Code
+		case errors.Is(err, eventlog.ErrForgotten):
+			s.renderFlow(w, r, flowUnavailablePage())
+			return
+		case err != nil:
+			s.flowFail(w, r, err)
+			return
+		}
+		to := "/flow/" + token
+		if flash != "" {
+			to += "?e=" + url.QueryEscape(flash)
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	})
+}
+
+// flowSendCode sends a verification code (the first, or a resend).
+func (s *Server) flowSendCode(ctx context.Context, f *flowRequest) (string, error) {
+	phone, err := s.vault.Phone(ctx, f.sess.DonorID)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.SendCode(cur, f.now)
+	}); err != nil {
+		return "", err
+	}
+	if err := s.sms.Send(ctx, phone); err != nil {
+		logger(ctx).Error().Err(err).Str("session_id", f.sess.ID).Msg("sms send failed")
+		return "sms-failed", nil
+	}
+	return "", nil
+}
+
+// flowCheckCode checks an entered code. The domain first says whether a
+// check may happen at all (a code was sent, it has not expired, the session
+// is not locked), so the vendor is asked only when it counts; then the
+// vendor's answer is recorded, counting a wrong try.
+func (s *Server) flowCheckCode(ctx context.Context, f *flowRequest) (string, error) {
+	code := strings.Map(func(r rune) rune {
+		if r == ' ' || r == '-' {
+			return -1
+		}
+		return r
+	}, f.form.Get("code"))
+	if !sixDigits(code) {
+		return "code-format", nil
+	}
+	probe := f.sess
+	if _, err := domain.CheckCode(&probe, false, f.now); err != nil {
+		return "", err
+	}
+	phone, err := s.vault.Phone(ctx, f.sess.DonorID)
+	if err != nil {
+		return "", err
+	}
+	correct, err := s.sms.Check(ctx, phone, code)
+	if err != nil {
+		logger(ctx).Error().Err(err).Str("session_id", f.sess.ID).Msg("sms check failed")
+		return "sms-failed", nil
+	}
+	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.CheckCode(cur, correct, f.now)
+	})
+	if err != nil || correct || after.Locked {
+		return "", err
+	}
+	return "code-wrong", nil
+}
+
+func sixDigits(s string) bool {
+	if len(s) != 6 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// flowConsent records the donor's consent to the text the page showed, then
+// on the sandbox lets a seed donor's phone decide identity verification.
+func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error) {
+	if f.form.Get("version") != domain.ConsentVersion {
+		return "consent-changed", nil
+	}
+	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
+		return "consent-missing", nil
+	}
+	church, err := s.churchName(f.sess)
+	if err != nil {
+		return "", err
+	}
+	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.Consent(cur, church, f.now)
+	})
+	if err != nil {
+		return "", err
+	}
+	return "", s.seedKYC(ctx, after, f.now)
+}
+
+// seedKYC decides identity verification at once for the sandbox's seed
+// donors. Other donors wait for the KYC vendor (the simulator on the
+// sandbox).
+func (s *Server) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
+	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
+		return nil
+	}
+	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	if err != nil {
+		return err
+	}
+	outcome, ok := domain.SeedKYC(phone)
+	if !ok {
+		return nil
+	}
+	_, err = s.sessionCommand(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.DecideKYC(cur, outcome, "seed", now)
+	})
+	return err
+}
+
+// flowPayroll signs the donor in to their payroll provider. On success the
+// session completes, naming a new enrollment, and the enrollment is created
+// (enrollment.created).
+func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error) {
+	providers := s.payrollProviders()
+	if len(providers) == 0 {
+		return "", nil
+	}
+	provider, ok := findProvider(providers, f.form.Get("provider"))
+	if !ok {
+		return "provider-missing", nil
+	}
+	user, password := f.form.Get("username"), f.form.Get("password")
+	if strings.TrimSpace(user) == "" || password == "" {
+		return "credentials-missing", nil
+	}
+	if f.sess.Step(f.now) != domain.StepPayroll {
+		return "", nil
+	}
+	if !domain.SandboxPayrollSignIn(user, password) {
+		_, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
+			return domain.FailPayroll(cur, provider.ID, f.now)
+		})
+		if err != nil {
+			return "", err
+		}
+		return "payroll-failed:" + provider.ID, nil
+	}
+	enrollment := domain.NewID(domain.PrefixEnrollment)
+	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.CompleteSession(cur, enrollment, provider.ID, f.now)
+	})
+	if err != nil {
+		return "", err
+	}
+	// If this fails the done page creates it: the id is in the session.
+	if err := s.ensureEnrollment(ctx, after); err != nil {
+		logger(ctx).Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
+	}
+	return "", nil
+}
+
+// payrollProviders lists the providers a donor can choose from. Only the
+// sandbox has any until a production payroll vendor is connected.
+func (s *Server) payrollProviders() []domain.PayrollProvider {
+	if s.cfg.Env != domain.Sandbox {
+		return nil
+	}
+	return domain.SandboxPayrollProviders
+}
+
+func findProvider(list []domain.PayrollProvider, id string) (domain.PayrollProvider, bool) {
+	for _, p := range list {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return domain.PayrollProvider{}, false
+}
+
+// flowCommand runs a decision on the request's session.
+func (s *Server) flowCommand(ctx context.Context, f *flowRequest, decide func(*domain.Session) (*domain.Event, error)) (domain.Session, error) {
+	return s.sessionCommand(ctx, f.sess.PartnerID, f.sess.ID, decide)
+}
+
+func (s *Server) churchName(sess domain.Session) (string, error) {
+	c, ok, err := s.store.Church(sess.PartnerID, sess.ChurchID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", domain.NotFound("church", sess.ChurchID)
+	}
+	return c.Name, nil
+}
+
+// returnURL is the partner's redirect_url with session_id and status added
+// to its own query string, which is kept as it was.
+func returnURL(raw, sessionID string, status domain.SessionStatus) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	add := url.Values{"session_id": {sessionID}, "status": {string(status)}}.Encode()
+	if u.RawQuery == "" {
+		u.RawQuery = add
+	} else {
+		u.RawQuery += "&" + add
+	}
+	return u.String()
+}
+
+// flowUnknown answers any other address under /flow/ with the not-found
+// page (never echoing the path, which may hold a token).
+func (s *Server) flowUnknown(w http.ResponseWriter, r *http.Request) {
+	s.renderFlow(w, r, flowNotFoundPage())
+}
+
+// flowFail shows a fault of ours without detail, and logs it.
+func (s *Server) flowFail(w http.ResponseWriter, r *http.Request, err error) {
+	logger(r.Context()).Error().Err(err).Msg("flow request failed")
+	status := http.StatusInternalServerError
+	if isUnavailable(err) {
+		status = http.StatusServiceUnavailable
+	}
+	s.renderFlow(w, r, flowView{Status: status, Page: "trouble", Title: "Something went wrong", RequestID: requestID(r.Context())})
+}

@@ -1,0 +1,319 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// The flow's pages and assets, embedded: nothing is loaded from elsewhere.
+//
+//go:embed flowui
+var flowUI embed.FS
+
+// flowView is what a flow page shows.
+type flowView struct {
+	Status int
+	Page   string // the template
+	Title  string // the page's h1 and title
+	// Step is the progress position, 1 to 4, or 0 for pages outside the steps.
+	Step      int
+	Action    string // the flow's address, "/flow/<token>"
+	CSRF      string
+	Church    string
+	Gift      string // the amount in words
+	Error     *flowError
+	Refresh   int // seconds until the page reloads itself, 0 for never
+	ReturnURL string
+	RequestID string
+
+	PhoneEnd       string // the phone's last two digits
+	CodeSent       bool
+	TriesLeft      int
+	ConsentText    string
+	ConsentVersion string
+	Providers      []domain.PayrollProvider
+	Provider       string // the provider a failed sign-in was for
+	Sandbox        bool
+}
+
+// flowError is a message for the donor, tied to the form field it is about
+// (its id) or to the page when Field is empty.
+type flowError struct {
+	Field   string
+	Message string
+}
+
+// flashes are the messages an action can ask its redirect to show, by code.
+var flashes = map[string]flowError{
+	"code-format":         {"code", "Enter the 6-digit code from the text message."},
+	"code-wrong":          {"code", "That code is not right."},
+	"code-expired":        {"code", "That code has expired. Send a new code."},
+	"no-code":             {"send", "Send a code to your phone first."},
+	"resend-too-soon":     {"send", "Please wait a few seconds before asking for another code."},
+	"sms-failed":          {"send", "We could not reach the text message service. Please try again in a moment."},
+	"consent-missing":     {"consent", "Tick both boxes to continue."},
+	"consent-changed":     {"consent", "The terms were updated. Please read them again."},
+	"provider-missing":    {"provider", "Choose your payroll provider."},
+	"credentials-missing": {"username", "Enter the username and password you use with your payroll provider."},
+}
+
+func flowNotFoundPage() flowView {
+	return flowView{Status: http.StatusNotFound, Page: "notfound", Title: "We can't find this page"}
+}
+
+func flowUsedPage() flowView {
+	return flowView{Status: http.StatusForbidden, Page: "used", Title: "This link was already used"}
+}
+
+func flowUnavailablePage() flowView {
+	return flowView{Status: http.StatusGone, Page: "unavailable", Title: "This link can no longer be used"}
+}
+
+// renderStep renders the page for the session's current step, with the
+// message flash names.
+func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowRequest, flash string) {
+	ctx := r.Context()
+	sess := f.sess
+	v := flowView{Status: http.StatusOK, Action: "/flow/" + f.token, CSRF: s.csrfToken(sess.ID, f.secret), Gift: sess.Giving.Words()}
+	church, err := s.churchName(sess)
+	if err != nil {
+		s.flowFail(w, r, err)
+		return
+	}
+	v.Church = church
+	if e, ok := flashes[flash]; ok {
+		v.Error = &e
+	}
+	step := sess.Step(f.now)
+	if sess.Status == domain.SessionOpen {
+		// A donor who was forgotten cannot go on: their phone is gone.
+		if _, err := s.vault.Phone(ctx, sess.DonorID); err != nil {
+			s.flowVaultFail(w, r, err)
+			return
+		}
+	}
+	if step == domain.StepKYC && sess.KYC == "" {
+		// Normally decided right after consent; this repairs a decision an
+		// earlier request did not get to record.
+		if err := s.seedKYC(ctx, sess, f.now); err != nil {
+			s.flowFail(w, r, err)
+			return
+		}
+		if sess, _, err = s.store.Session(sess.PartnerID, sess.ID); err != nil {
+			s.flowFail(w, r, err)
+			return
+		}
+		step = sess.Step(f.now)
+	}
+	switch step {
+	case domain.StepVerifyPhone:
+		phone, err := s.vault.Phone(ctx, sess.DonorID)
+		if err != nil {
+			s.flowVaultFail(w, r, err)
+			return
+		}
+		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
+		v.PhoneEnd = phone[len(phone)-2:]
+		v.CodeSent = sess.CodeSentAt != nil
+		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
+		if v.Error != nil && flash == "code-wrong" {
+			v.Error.Message += " You have " + plural(v.TriesLeft, "try", "tries") + " left."
+		}
+		if v.Error != nil && flash == "resend-too-soon" {
+			if wait := sess.ResendIn(f.now); wait > 0 {
+				v.Error.Message = "Please wait " + plural(int((wait+time.Second-1)/time.Second), "second", "seconds") + " before asking for another code."
+			}
+		}
+	case domain.StepConsent:
+		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
+		v.ConsentText, v.ConsentVersion = domain.ConsentText(church, sess.Giving), domain.ConsentVersion
+	case domain.StepKYC:
+		v.Step = 3
+		if sess.KYC == domain.KYCReview {
+			v.Page, v.Title, v.Refresh = "review", "We're reviewing your details", 30
+		} else {
+			v.Page, v.Title, v.Refresh = "checking", "Checking your identity", 5
+		}
+	case domain.StepPayroll:
+		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
+		v.Providers, v.Sandbox = s.payrollProviders(), s.cfg.Env == domain.Sandbox
+		if id, ok := strings.CutPrefix(flash, "payroll-failed:"); ok {
+			if p, ok := findProvider(v.Providers, id); ok {
+				v.Page, v.Title, v.Provider = "payroll_failed", "We couldn't sign you in", p.Name
+			}
+		}
+	case domain.StepDone:
+		if err := s.ensureEnrollmentOnce(r, sess); err != nil {
+			s.flowFail(w, r, err)
+			return
+		}
+		v.Page, v.Title = "done", "You're all set"
+		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
+	case domain.StepDeclined:
+		v.Page, v.Title = "declined", "We couldn't verify your identity"
+		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionDeclined)
+	case domain.StepLocked:
+		v.Page, v.Title = "locked", "Too many wrong codes"
+		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
+	default:
+		s.flowExpired(w, r, sess, f.now)
+		return
+	}
+	s.renderFlow(w, r, v)
+}
+
+// ensureEnrollmentOnce creates a completed session's enrollment if the
+// request that completed it did not get to.
+func (s *Server) ensureEnrollmentOnce(r *http.Request, sess domain.Session) error {
+	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
+	if err != nil || ok {
+		return err
+	}
+	return s.ensureEnrollment(r.Context(), sess)
+}
+
+// flowVaultFail shows the "no longer available" page for a donor whose phone
+// was erased, and the trouble page for anything else.
+func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, eventlog.ErrForgotten) {
+		s.renderFlow(w, r, flowUnavailablePage())
+		return
+	}
+	s.flowFail(w, r, err)
+}
+
+// flowStep is one entry of the progress list.
+type flowStep struct {
+	Number  int
+	Label   string
+	Done    bool
+	Current bool
+}
+
+func progress(current int) []flowStep {
+	labels := []string{"Confirm your phone", "Agree to give", "Check your identity", "Connect payroll"}
+	out := make([]flowStep, len(labels))
+	for i, l := range labels {
+		out[i] = flowStep{Number: i + 1, Label: l, Done: i+1 < current, Current: i+1 == current}
+	}
+	return out
+}
+
+// errFor is the page's message for field, or "".
+func errFor(e *flowError, field string) string {
+	if e == nil || e.Field != field {
+		return ""
+	}
+	return e.Message
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// flowPages holds one template per page, each the layout with its body.
+var flowPages = parseFlowPages()
+
+func parseFlowPages() map[string]*template.Template {
+	funcs := template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor}
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(flowUI, "flowui/layout.html"))
+	names, err := fs.Glob(flowUI, "flowui/page_*.html")
+	if err != nil || len(names) == 0 {
+		panic("httpapi: no flow pages embedded")
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		page := strings.TrimSuffix(strings.TrimPrefix(n, "flowui/page_"), ".html")
+		out[page] = template.Must(template.Must(base.Clone()).ParseFS(flowUI, n))
+	}
+	return out
+}
+
+// renderFlow writes a flow page. It renders into a buffer first, so that a
+// template fault becomes a clean error page rather than half a page.
+func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) {
+	t, ok := flowPages[v.Page]
+	if !ok {
+		panic("httpapi: no flow page " + v.Page)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		logger(r.Context()).Error().Err(err).Str("page", v.Page).Msg("flow page failed to render")
+		buf.Reset()
+		v = flowView{Status: http.StatusInternalServerError, Page: "trouble", Title: "Something went wrong", RequestID: requestID(r.Context())}
+		if err := flowPages["trouble"].ExecuteTemplate(&buf, "layout.html", v); err != nil {
+			panic("httpapi: flow trouble page: " + err.Error())
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(v.Status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// flowAssets are the static files, each served at /assets/<name>?v=<hash>
+// so that a change reaches browsers at once while they cache the rest.
+var flowAssets = loadFlowAssets()
+
+type flowAsset struct {
+	body        []byte
+	contentType string
+	version     string
+}
+
+func loadFlowAssets() map[string]flowAsset {
+	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+	out := map[string]flowAsset{}
+	for ext, ct := range types {
+		names, _ := fs.Glob(flowUI, "flowui/*"+ext)
+		for _, n := range names {
+			body, err := flowUI.ReadFile(n)
+			if err != nil {
+				panic("httpapi: " + err.Error())
+			}
+			sum := sha256.Sum256(body)
+			out[strings.TrimPrefix(n, "flowui/")] = flowAsset{body: body, contentType: ct, version: hex.EncodeToString(sum[:6])}
+		}
+	}
+	return out
+}
+
+func assetURL(name string) string {
+	a, ok := flowAssets[name]
+	if !ok {
+		panic("httpapi: no flow asset " + name)
+	}
+	return "/assets/" + name + "?v=" + a.version
+}
+
+func serveFlowAsset(w http.ResponseWriter, r *http.Request) {
+	a, ok := flowAssets[mux.Vars(r)["name"]]
+	if !ok {
+		writeProblem(w, r, ProblemNotFound, "No such asset.", nil)
+		return
+	}
+	w.Header().Set("Content-Type", a.contentType)
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	w.Header().Set("ETag", `"`+a.version+`"`)
+	if r.Header.Get("If-None-Match") == `"`+a.version+`"` {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	_, _ = w.Write(a.body)
+}

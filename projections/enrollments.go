@@ -1,0 +1,126 @@
+package projections
+
+import (
+	"bytes"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+var (
+	// bucketEnrollments holds "<partner>/<enrollment id>" → EnrollmentView.
+	bucketEnrollments = bucket("enrollments")
+	// bucketEnrollmentOrder holds "<partner>/*/<seq>" and
+	// "<partner>/<church id>/<seq>" → enrollment id, listing in creation
+	// order all of a partner's enrollments or one church's.
+	bucketEnrollmentOrder = bucket("enrollment_order")
+)
+
+// EnrollmentView is an enrollment with the donor it belongs to.
+type EnrollmentView struct {
+	domain.Enrollment
+	DonorID string `json:"donor_id"`
+}
+
+func init() {
+	on("enrollment.created", applyEnrollment)
+	on("enrollment.activated", applyEnrollment)
+}
+
+func enrollmentKey(partner, id string) []byte { return []byte(partner + "/" + id) }
+
+func orderPrefix(partner, church string) []byte {
+	if church == "" {
+		church = "*"
+	}
+	return []byte(partner + "/" + church + "/")
+}
+
+func applyEnrollment(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+	b := tx.Bucket(bucketEnrollments)
+	key := enrollmentKey(ev.PartnerID, ev.AggregateID)
+	var e EnrollmentView
+	if _, err := getJSON(b, key, &e); err != nil {
+		return err
+	}
+	e.Apply(ev)
+	if created, ok := ev.Payload.(*domain.EnrollmentCreated); ok {
+		var s domain.Session
+		if _, err := getJSON(tx.Bucket(bucketSessions), sessionKey(ev.PartnerID, created.DonorSessionID), &s); err != nil {
+			return err
+		}
+		e.DonorID = s.DonorID
+		order := tx.Bucket(bucketEnrollmentOrder)
+		seq := u64(rec.Seq)
+		if err := order.Put(append(orderPrefix(ev.PartnerID, ""), seq...), []byte(e.ID)); err != nil {
+			return err
+		}
+		if err := order.Put(append(orderPrefix(ev.PartnerID, ev.ChurchID), seq...), []byte(e.ID)); err != nil {
+			return err
+		}
+	}
+	return putJSON(b, key, e)
+}
+
+// Enrollment returns one of the partner's enrollments.
+func (s *Store) Enrollment(partner, id string) (EnrollmentView, bool, error) {
+	var (
+		out EnrollmentView
+		ok  bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = getJSON(tx.Bucket(bucketEnrollments), enrollmentKey(partner, id), &out)
+		return err
+	})
+	return out, ok, err
+}
+
+// EnrollmentFilter narrows an enrollment list.
+type EnrollmentFilter struct {
+	ChurchID string
+	Status   domain.EnrollmentStatus
+}
+
+// Enrollments lists the partner's enrollments in creation order after
+// position after (nil: from the first), with the position of the last one
+// returned and whether more follow.
+func (s *Store) Enrollments(partner string, f EnrollmentFilter, after []byte, limit int) ([]EnrollmentView, []byte, bool, error) {
+	var (
+		out  []EnrollmentView
+		last []byte
+		more bool
+	)
+	prefix := orderPrefix(partner, f.ChurchID)
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEnrollmentOrder).Cursor()
+		all := tx.Bucket(bucketEnrollments)
+		k, v := c.Seek(prefix)
+		if after != nil {
+			start := append(bytes.Clone(prefix), after...)
+			k, v = c.Seek(start)
+			if bytes.Equal(k, start) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var e EnrollmentView
+			if _, err := getJSON(all, enrollmentKey(partner, string(v)), &e); err != nil {
+				return err
+			}
+			if f.Status != "" && e.Status != f.Status {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				return nil
+			}
+			out = append(out, e)
+			last = bytes.Clone(k[len(prefix):])
+		}
+		return nil
+	})
+	return out, last, more, err
+}

@@ -1,0 +1,138 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+var (
+	// bucketSessions holds "<partner>/<session id>" → domain.Session.
+	bucketSessions = bucket("sessions")
+	// bucketSessionTokens holds a flow url token's hash → "<partner>/<session id>".
+	bucketSessionTokens = bucket("session_tokens")
+	// bucketSessionExpiry holds "<expires unix ms><partner>/<session id>" for
+	// open sessions, so the sweeper finds the due ones without a scan.
+	bucketSessionExpiry = bucket("session_expiry")
+	// bucketDonorSessions holds "<partner>/<donor id>/<session id>", so a
+	// vendor's identity result for a donor finds their sessions.
+	bucketDonorSessions = bucket("donor_sessions")
+)
+
+func init() {
+	for _, t := range []string{
+		"donor_session.created", "donor_session.opened", "donor_session.code_sent", "donor_session.code_rejected",
+		"donor_session.phone_verified", "donor_session.locked", "donor_session.consented", "donor_session.kyc_decided",
+		"donor_session.payroll_failed", "donor_session.completed", "donor_session.expired",
+	} {
+		on(t, applySession)
+	}
+}
+
+func sessionKey(partner, id string) []byte { return []byte(partner + "/" + id) }
+
+func expiryKey(s domain.Session) []byte {
+	k := make([]byte, 8, 8+len(s.PartnerID)+1+len(s.ID))
+	binary.BigEndian.PutUint64(k, uint64(s.ExpiresAt.UnixMilli()))
+	return append(k, sessionKey(s.PartnerID, s.ID)...)
+}
+
+func applySession(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+	b := tx.Bucket(bucketSessions)
+	key := sessionKey(ev.PartnerID, ev.AggregateID)
+	var s domain.Session
+	if _, err := getJSON(b, key, &s); err != nil {
+		return err
+	}
+	s.Apply(ev)
+	if err := putJSON(b, key, s); err != nil {
+		return err
+	}
+	if _, ok := ev.Payload.(*domain.SessionCreated); ok {
+		if err := tx.Bucket(bucketSessionTokens).Put([]byte(s.TokenHash), key); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDonorSessions).Put([]byte(s.PartnerID+"/"+s.DonorID+"/"+s.ID), nil); err != nil {
+			return err
+		}
+	}
+	if s.Status == domain.SessionOpen {
+		return tx.Bucket(bucketSessionExpiry).Put(expiryKey(s), nil)
+	}
+	return tx.Bucket(bucketSessionExpiry).Delete(expiryKey(s))
+}
+
+// Session returns one of the partner's donor sessions.
+func (s *Store) Session(partner, id string) (domain.Session, bool, error) {
+	var (
+		out domain.Session
+		ok  bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = getJSON(tx.Bucket(bucketSessions), sessionKey(partner, id), &out)
+		return err
+	})
+	return out, ok, err
+}
+
+// SessionByToken returns the session whose flow url token hashes to hash.
+func (s *Store) SessionByToken(hash string) (domain.Session, bool, error) {
+	var (
+		out domain.Session
+		ok  bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		key := tx.Bucket(bucketSessionTokens).Get([]byte(hash))
+		if key == nil {
+			return nil
+		}
+		var err error
+		ok, err = getJSON(tx.Bucket(bucketSessions), key, &out)
+		return err
+	})
+	return out, ok, err
+}
+
+// SessionRef names a session.
+type SessionRef struct {
+	PartnerID string
+	SessionID string
+}
+
+// DueSessions lists open sessions whose url expired at or before now, at
+// most limit of them.
+func (s *Store) DueSessions(now time.Time, limit int) ([]SessionRef, error) {
+	var out []SessionRef
+	end := make([]byte, 8)
+	binary.BigEndian.PutUint64(end, uint64(now.UnixMilli()))
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSessionExpiry).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k[:8], end) <= 0; k, _ = c.Next() {
+			partner, id, _ := strings.Cut(string(k[8:]), "/")
+			out = append(out, SessionRef{PartnerID: partner, SessionID: id})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DonorSessions lists the ids of a donor's sessions with one partner.
+func (s *Store) DonorSessions(partner, donor string) ([]string, error) {
+	var out []string
+	prefix := []byte(partner + "/" + donor + "/")
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDonorSessions).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			out = append(out, string(k[len(prefix):]))
+		}
+		return nil
+	})
+	return out, err
+}

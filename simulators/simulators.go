@@ -1,0 +1,129 @@
+// Package simulators plays the sandbox's vendors: the payroll provider, the
+// bank and the identity verifier. Each simulation builds the webhook the real
+// vendor would send, signs it with the sandbox vendor secret, and POSTs it
+// over HTTP(S) to the service's own public edge — the production path — then
+// reports the edge's answer as it is. Nothing here calls a handler directly.
+package simulators
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/segmentio/ksuid"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// Secrets are the sandbox vendors' signing secrets.
+type Secrets struct {
+	Payroll []byte
+	Bank    []byte
+	KYC     []byte
+}
+
+// Simulator sends vendor webhooks to one edge.
+type Simulator struct {
+	base    string
+	secrets Secrets
+	client  *http.Client
+}
+
+// New returns a simulator posting to the edge under baseURL. roots, when
+// set, are the certificates to trust for an https edge with a private
+// certificate (the service's own).
+func New(baseURL string, secrets Secrets, roots *x509.CertPool) *Simulator {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	return &Simulator{
+		base:    strings.TrimRight(baseURL, "/"),
+		secrets: secrets,
+		client:  &http.Client{Transport: tr, Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+}
+
+// webhook is the vendor webhook envelope.
+type webhook struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	CreatedAt string `json:"created_at"`
+	Data      any    `json:"data"`
+}
+
+// send signs and posts one webhook and returns the edge's status code. An
+// error means the edge could not be reached.
+func (s *Simulator) send(ctx context.Context, kind, typ string, secret []byte, data any) (int, error) {
+	now := time.Now()
+	body, err := json.Marshal(webhook{ID: "sim_" + ksuid.New().String(), Type: typ, CreatedAt: domain.FormatTime(now), Data: data})
+	if err != nil {
+		return 0, fmt.Errorf("simulate %s: %w", kind, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/edge/"+kind, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("simulate %s: %w", kind, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
+	req.Header.Set("Vendor-Signature", domain.Sign(secret, now, body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("simulate %s: reach edge: %w", kind, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, nil
+}
+
+// PayrollConnected sends the payroll provider's confirmation that the
+// donor's direct-deposit switch is in place.
+func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID string) (int, error) {
+	return s.send(ctx, "payroll", "deposit_switch.confirmed", s.secrets.Payroll, map[string]string{
+		"enrollment_id": enrollmentID, "church_id": churchID,
+	})
+}
+
+// Deposit is a simulated bank credit.
+type Deposit struct {
+	ChurchID   string
+	AccountRef string
+	// Amount is passed to the bank webhook as given, so the edge's own
+	// checks decide whether it is acceptable.
+	Amount json.RawMessage
+	Trace  string
+}
+
+// DepositResult is what the bank sent.
+type DepositResult struct {
+	StatusCode int
+	Trace      string
+	BankTS     string
+}
+
+// Deposit sends the bank's ACH credit notification. A trace is generated
+// when none is given.
+func (s *Simulator) Deposit(ctx context.Context, d Deposit) (DepositResult, error) {
+	if d.Trace == "" {
+		d.Trace = "trc_" + ksuid.New().String()
+	}
+	ts := domain.FormatTime(time.Now())
+	code, err := s.send(ctx, "bank", "ach.credit.received", s.secrets.Bank, map[string]any{
+		"trace": d.Trace, "account_ref": d.AccountRef, "amount": d.Amount, "currency": "USD", "bank_ts": ts, "church_id": d.ChurchID,
+	})
+	return DepositResult{StatusCode: code, Trace: d.Trace, BankTS: ts}, err
+}
+
+// KYC sends the identity verifier's result for a donor.
+func (s *Simulator) KYC(ctx context.Context, churchID, donorID, outcome string) (int, error) {
+	return s.send(ctx, "kyc", "identity.verification.completed", s.secrets.KYC, map[string]string{
+		"donor_id": donorID, "church_id": churchID, "outcome": outcome,
+	})
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
-	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/httpapi/sms"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.

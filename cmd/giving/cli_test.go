@@ -168,7 +168,10 @@ func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 		t.Fatalf("--demo in production: %d %s", r.Code, r.Stderr)
 	}
 
-	srv := startServer(t, dir, []string{"GIVING_ENV=production"})
+	// Production refuses to start without its vendors; these point nowhere.
+	srv := startServer(t, dir, []string{"GIVING_ENV=production",
+		"GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
+		"GIVING_VENDOR_SECRET_PAYROLL=p", "GIVING_VENDOR_SECRET_BANK=b", "GIVING_VENDOR_SECRET_KYC=k"})
 	if !strings.Contains(srv.Stdout.String(), "production stack") {
 		t.Fatalf("serve output %q", srv.Stdout)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
-	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/httpapi/sms"
 )
 
 // stackConfig is everything needed to run one instance.

@@ -15,9 +15,9 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi/sms"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
-	"github.com/partnergiving/giving/httpapi/sms"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.

@@ -347,6 +347,7 @@ func (c *certifier) stepFeed(ctx context.Context) (string, error) {
 			}
 			if e.ID == c.activated.ID {
 				found = true
+				c.recv.accept(e)
 				if !bytes.Equal(raw, c.activated.raw) {
 					return "", errors.New("the feed item differs from the webhook body for the same event")
 				}
@@ -375,14 +376,14 @@ func (c *certifier) stepFeed(ctx context.Context) (string, error) {
 }
 
 func (c *certifier) stepDedup(ctx context.Context) (string, error) {
-	// The same event came twice, by push and by pull; the integration keeps
-	// it once. Webhook retries of the same event are dropped the same way.
-	first := c.recv.process(c.activated.ID)
-	if first {
-		return "", fmt.Errorf("event %s was processed again after the feed returned it", c.activated.ID)
+	// enrollment.activated came twice, pushed and pulled, with one event_id;
+	// the integration acts on it once. Webhook retries are dropped the same
+	// way.
+	deliveries, unique, duplicates := c.recv.counts()
+	if duplicates == 0 {
+		return "", fmt.Errorf("event %s, read from the feed after its webhook, was not recognised as a duplicate", c.activated.ID)
 	}
-	deliveries, unique := c.recv.counts()
-	return fmt.Sprintf("%d deliveries, %d distinct events; duplicates were no-ops", deliveries, unique), nil
+	return fmt.Sprintf("%d webhook deliveries and 1 feed read of %d distinct events; %d duplicates were no-ops", deliveries, unique, duplicates), nil
 }
 
 // certEvent is an envelope as the receiver saw it.
@@ -403,6 +404,7 @@ type certReceiver struct {
 	secret     []byte
 	seen       map[string]certEvent
 	deliveries int
+	duplicates int
 	arrived    chan struct{}
 }
 
@@ -448,13 +450,23 @@ func (r *certReceiver) handle(w http.ResponseWriter, req *http.Request) {
 	e.raw = body
 	r.mu.Lock()
 	r.deliveries++
-	if _, dup := r.seen[e.ID]; !dup {
-		r.seen[e.ID] = e
-		close(r.arrived)
-		r.arrived = make(chan struct{})
-	}
 	r.mu.Unlock()
+	r.accept(e)
 	w.WriteHeader(http.StatusOK)
+}
+
+// accept is the integration acting on an event, from either channel: once
+// per event_id; a repeat is counted and otherwise ignored.
+func (r *certReceiver) accept(e certEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.seen[e.ID]; dup {
+		r.duplicates++
+		return
+	}
+	r.seen[e.ID] = e
+	close(r.arrived)
+	r.arrived = make(chan struct{})
 }
 
 // await waits for a verified event matching match.
@@ -481,19 +493,10 @@ func (r *certReceiver) await(ctx context.Context, timeout time.Duration, match f
 	}
 }
 
-// process records that the integration handled id, reporting whether it was
-// new: an event already seen is a no-op.
-func (r *certReceiver) process(id string) bool {
+func (r *certReceiver) counts() (deliveries, unique, duplicates int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, seen := r.seen[id]
-	return !seen
-}
-
-func (r *certReceiver) counts() (deliveries, unique int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.deliveries, len(r.seen)
+	return r.deliveries, len(r.seen), r.duplicates
 }
 
 // completeFlow walks the hosted flow through its HTML forms as a browser

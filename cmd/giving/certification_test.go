@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+// integration is what a partner's webhook handler does with deliveries:
+// verify each by the spec's rules, then act once per event_id.
+type integration struct {
+	secret    string
+	processed map[string]int // event_id → times acted on (must stay 1)
+	duplicate int            // deliveries recognised as already handled
+}
+
+func (in *integration) handle(t *testing.T, body []byte, signature string, at time.Time) {
+	t.Helper()
+	if err := verifySignature(in.secret, signature, body, at); err != nil {
+		t.Fatalf("delivery fails verification: %v", err)
+	}
+	var env struct {
+		EventID string `json:"event_id"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.EventID == "" {
+		t.Fatalf("delivery is not an envelope: %s", body)
+	}
+	if in.processed[env.EventID] > 0 {
+		in.duplicate++
+		return
+	}
+	in.processed[env.EventID]++
+}
+
+// The spec's certification sequence, end to end: a real server, a real
+// webhook receiver, the hosted flow in headless Chromium, the feed polled
+// with stored cursors, and a delivery forced to repeat.
+func TestCertificationSequence(t *testing.T) {
+	b := newBrowser(t)
+	ts := startStack(t, withRetrySchedule(repeatWait(5, 200*time.Millisecond)...))
+	c, _ := ts.partner(t, "https://partner.example")
+
+	// The receiver fails the first delivery of enrollment.activated after the
+	// integration has acted on it, so the service delivers it again.
+	var rc *receiver
+	failedOnce := false
+	rc = newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
+		if d := rc.deliveries()[n-1]; d.EventType == "enrollment.activated" && !failedOnce {
+			failedOnce = true
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+
+	// 1. Register an endpoint, store the secret, test delivery: delivered.
+	ep := createEndpoint(t, c, rc.URL)
+	if !strings.HasPrefix(ep.Secret, "whsec_") {
+		t.Fatalf("secret %q", ep.Secret)
+	}
+	in := &integration{secret: ep.Secret, processed: map[string]int{}}
+	var test struct {
+		Delivered bool `json:"delivered"`
+	}
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/test", nil, nil).JSON(t, &test)
+	if !test.Delivered {
+		t.Fatal("step 1: the test delivery was not delivered")
+	}
+	waitDelivered(t, rc, "webhook_endpoint.test", 1)
+
+	// 2. Import churches and keep the ids.
+	var imp importResponse
+	c.Do(http.MethodPost, "/v1/churches/import", `{"churches":[{"name":"Grace Chapel","external_id":"crm-1"},{"name":"St Mark"}]}`, nil).JSON(t, &imp)
+	if len(imp.Results) != 2 || imp.Results[0].Church == nil || imp.Results[1].Church == nil {
+		t.Fatalf("step 2: import %+v", imp)
+	}
+	church := imp.Results[0].Church.ID
+
+	// 3. A donor session completed in the browser with a seed donor:
+	// enrollment.created arrives on the webhook.
+	s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/done")
+	tb := b.tab(t)
+	tb.open(s.URL, "Confirm it's you")
+	tb.verifyPhone()
+	tb.consent("Connect your payroll")
+	tb.run("choose a provider", chromedp.Click(chromedp.CSS(`input[name=provider]`)))
+	tb.typeInto("#username", "user_good")
+	tb.typeInto("#password", "pass_good")
+	tb.click("#connect", "You're all set")
+	created := waitDelivered(t, rc, "enrollment.created", 1)[0]
+	var createdEnv struct {
+		Payload struct {
+			EnrollmentID   string `json:"enrollment_id"`
+			DonorSessionID string `json:"donor_session_id"`
+		} `json:"payload"`
+	}
+	_ = json.Unmarshal(created.Body, &createdEnv)
+	if createdEnv.Payload.DonorSessionID != s.ID {
+		t.Fatalf("step 3: enrollment.created for %s, want %s", createdEnv.Payload.DonorSessionID, s.ID)
+	}
+	en := createdEnv.Payload.EnrollmentID
+
+	// 4. The payroll-connected simulator: enrollment.activated arrives — and,
+	// because the first delivery failed, arrives again with the same id.
+	resp := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", map[string]string{"enrollment_id": en, "church_id": church}, nil)
+	if resp.Status != http.StatusOK || string(resp.Body) != `{"status_code":200}` {
+		t.Fatalf("step 4: simulator %d %s", resp.Status, resp.Body)
+	}
+	activated := waitDelivered(t, rc, "enrollment.activated", 2)
+	if activated[0].EventID != activated[1].EventID || !bytes.Equal(activated[0].Body, activated[1].Body) {
+		t.Fatalf("step 4: a repeated delivery differs: %s / %s", activated[0].Body, activated[1].Body)
+	}
+	if !bytes.Equal(activated[0].Body, []byte(`{"event_id":"`+activated[0].EventID+`","event_type":"enrollment.activated","occurred_at":`+string(field(t, activated[0].Body, "occurred_at"))+`,"church_id":"`+church+`","payload":{"enrollment_id":"`+en+`"}}`)) {
+		t.Fatalf("step 4: envelope %s", activated[0].Body)
+	}
+
+	// 5. The feed: the same event, byte for byte; store next_cursor and poll
+	// on from it.
+	var page struct {
+		Data       []json.RawMessage `json:"data"`
+		NextCursor string            `json:"next_cursor"`
+		HasMore    bool              `json:"has_more"`
+	}
+	c.Do(http.MethodGet, "/v1/events?type=enrollment.activated", nil, nil).JSON(t, &page)
+	if len(page.Data) != 1 || !bytes.Equal(page.Data[0], activated[0].Body) || page.HasMore {
+		t.Fatalf("step 5: feed %+v", page)
+	}
+	cursor := page.NextCursor
+	c.Do(http.MethodGet, "/v1/events?type=enrollment.activated&since_cursor="+url.QueryEscape(cursor), nil, nil).JSON(t, &page)
+	if len(page.Data) != 0 || page.NextCursor != cursor {
+		t.Fatalf("step 5: polling from the stored cursor: %+v", page)
+	}
+	// A new event after the cursor is what the next poll returns.
+	c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct_1","amount":25.00}`, nil)
+	c.Do(http.MethodGet, "/v1/events?type=enrollment.activated,deposit.received&wait=5&since_cursor="+url.QueryEscape(cursor), nil, nil).JSON(t, &page)
+	if len(page.Data) != 1 || string(field(t, page.Data[0], "event_type")) != `"deposit.received"` {
+		t.Fatalf("step 5: the poll after the cursor: %+v", page)
+	}
+
+	// 6. The integration deduplicates by event_id: every delivery and the
+	// feed item for the same event act once.
+	for _, d := range rc.deliveries() {
+		in.handle(t, d.Body, d.Signature, d.At)
+	}
+	for id, n := range in.processed {
+		if n != 1 {
+			t.Fatalf("step 6: event %s acted on %d times", id, n)
+		}
+	}
+	if in.processed[activated[0].EventID] != 1 || in.duplicate < 1 {
+		t.Fatalf("step 6: the repeated delivery was not recognised as a duplicate (%d duplicates)", in.duplicate)
+	}
+}
+
+// waitDelivered waits until the receiver has n deliveries of eventType and
+// returns them.
+func waitDelivered(t *testing.T, rc *receiver, eventType string, n int) []delivery {
+	t.Helper()
+	var got []delivery
+	eventlogtest.WaitFor(t, 20*time.Second, eventType+" delivered", func() bool {
+		got = got[:0]
+		for _, d := range rc.deliveries() {
+			if d.EventType == eventType {
+				got = append(got, d)
+			}
+		}
+		return len(got) >= n
+	})
+	return got
+}
+
+func field(t *testing.T, body []byte, name string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return m[name]
+}
+
+// giving certify, run against a server started here, passes every step
+// and deletes what it registered; with a bad key it fails and says why.
+func TestCertifyCommand(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t, "https://localhost")
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"certify", "--base-url", ts.URL, "--api-key", c.Key, "--timeout", "20s"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("certify failed: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	for i := 1; i <= 6; i++ {
+		if !strings.Contains(out.String(), "[PASS] "+string(rune('0'+i))+".") {
+			t.Fatalf("step %d did not pass:\n%s", i, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "Result: CERTIFIED") {
+		t.Fatalf("no verdict:\n%s", out.String())
+	}
+	t.Logf("certify:\n%s", out.String())
+	var list struct {
+		Data []any `json:"data"`
+	}
+	c.Do(http.MethodGet, "/v1/webhook_endpoints", nil, nil).JSON(t, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("certify left %d endpoints registered", len(list.Data))
+	}
+
+	// A key that is not accepted: step 1 fails with the reason, exit non-zero.
+	out.Reset()
+	badKey := "sk_test_" + strings.Repeat("x", 32)
+	err = run(ctx, []string{"certify", "--base-url", ts.URL, "--api-key", badKey, "--timeout", "5s"}, &out, &errOut)
+	if err == nil || !strings.Contains(out.String(), "[FAIL] 1.") || !strings.Contains(out.String(), "401") || !strings.Contains(out.String(), "Result: FAILED") {
+		t.Fatalf("certify with a bad key: %v\n%s", err, out.String())
+	}
+}

@@ -107,6 +107,13 @@ func TestCertificationSequence(t *testing.T) {
 		t.Fatalf("step 3: enrollment.created for %s, want %s", createdEnv.Payload.DonorSessionID, s.ID)
 	}
 	en := createdEnv.Payload.EnrollmentID
+	var createdFeed struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	c.Do(http.MethodGet, "/v1/events?type=enrollment.created", nil, nil).JSON(t, &createdFeed)
+	if len(createdFeed.Data) != 1 || !bytes.Equal(createdFeed.Data[0], created.Body) {
+		t.Fatalf("step 3: enrollment.created on the feed %s differs from the webhook %s", createdFeed.Data, created.Body)
+	}
 
 	// 4. The payroll-connected simulator: enrollment.activated arrives — and,
 	// because the first delivery failed, arrives again with the same id.

@@ -47,65 +47,14 @@ func (d *Dispatcher) runFanOut(ctx context.Context) {
 }
 
 func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
-	it, err := d.fanout.Messages(jetstream.PullMaxMessages(fanOutBatch))
-	if err != nil {
-		return fmt.Errorf("fan-out messages: %w", err)
-	}
-	defer it.Stop()
-	msgs := make(chan jetstream.Msg, fanOutBatch)
-	errc := make(chan error, 1)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	for {
-		batch, ok := nextBatch(ctx, msgs)
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("fan-out next: %w", <-errc)
-		}
+	err := eventlog.ConsumeBatches(ctx, d.fanout, fanOutBatch, func(batch []jetstream.Msg) error {
 		d.fanOutRound(ctx, batch)
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
-}
-
-// nextBatch waits for one message, then takes whatever else is already
-// there, so a burst of events is enqueued in one round.
-func nextBatch(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
-	var batch []jetstream.Msg
-	select {
-	case <-ctx.Done():
-		return nil, false
-	case m, ok := <-msgs:
-		if !ok {
-			return nil, false
-		}
-		batch = append(batch, m)
-	}
-	for len(batch) < fanOutBatch {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return batch, true
-			}
-			batch = append(batch, m)
-		default:
-			return batch, true
-		}
-	}
-	return batch, true
+	return fmt.Errorf("fan-out: %w", err)
 }
 
 // fanOutRound enqueues the jobs of a batch of events, waits until the queue

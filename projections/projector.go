@@ -97,36 +97,7 @@ func (p *Projector) follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projector consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(maxBatch))
-	if err != nil {
-		return fmt.Errorf("projector messages: %w", err)
-	}
-	msgs := make(chan jetstream.Msg, maxBatch)
-	errc := make(chan error, 1)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	defer it.Stop()
-	for {
-		batch, ok := collect(ctx, msgs)
-		if !ok {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("projector messages: %w", <-errc)
-		}
+	return eventlog.ConsumeBatches(ctx, cons, maxBatch, func(batch []jetstream.Msg) error {
 		recs := make([]eventlog.Record, 0, len(batch))
 		for _, m := range batch {
 			rec, err := p.ledger.RecordOf(m)
@@ -135,37 +106,8 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			recs = append(recs, rec)
 		}
-		if err := p.store.Apply(recs); err != nil {
-			return err
-		}
-	}
-}
-
-// collect waits for one message, then takes whatever else is already queued,
-// up to maxBatch, so a burst lands in one transaction.
-func collect(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
-	var batch []jetstream.Msg
-	select {
-	case <-ctx.Done():
-		return nil, false
-	case m, ok := <-msgs:
-		if !ok {
-			return nil, false
-		}
-		batch = append(batch, m)
-	}
-	for len(batch) < maxBatch {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return batch, true
-			}
-			batch = append(batch, m)
-		default:
-			return batch, true
-		}
-	}
-	return batch, true
+		return p.store.Apply(recs)
+	})
 }
 
 // CatchUp blocks until the store has applied everything the ledger held when

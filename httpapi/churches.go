@@ -185,6 +185,18 @@ type listPage[T any] struct {
 
 func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
+	servePage(s, w, r, eventlog.CursorChurches, func(after []byte, limit int) ([]domain.Church, []byte, bool, error) {
+		return s.store.Churches(pid, after, limit)
+	}, viewChurch)
+}
+
+// servePage answers one page of a cursor-paginated list: it reads `limit`
+// (1 to 100, default 50) and `cursor`, fetches the items after the cursor's
+// position, and wraps the last one's position as next_cursor when more
+// follow. A cursor of another list or partner, or an altered one, is 400.
+func servePage[M, V any](s *Server, w http.ResponseWriter, r *http.Request, kind eventlog.CursorKind,
+	fetch func(after []byte, limit int) ([]M, []byte, bool, error), view func(M) V) {
+	pid := partnerID(r)
 	limit, err := queryLimit(r, 50, 100)
 	if err != nil {
 		writeError(w, r, err)
@@ -192,22 +204,22 @@ func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 	}
 	var after []byte
 	if c := r.URL.Query().Get("cursor"); c != "" {
-		if after, err = s.cursors.Decode(eventlog.CursorChurches, pid, c); err != nil {
+		if after, err = s.cursors.Decode(kind, pid, c); err != nil {
 			writeProblem(w, r, ProblemInvalidCursor, "", nil)
 			return
 		}
 	}
-	churches, last, more, err := s.store.Churches(pid, after, limit)
+	items, last, more, err := fetch(after, limit)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	page := listPage[churchView]{Data: make([]churchView, len(churches)), HasMore: more}
-	for i, c := range churches {
-		page.Data[i] = viewChurch(c)
+	page := listPage[V]{Data: make([]V, len(items)), HasMore: more}
+	for i, it := range items {
+		page.Data[i] = view(it)
 	}
 	if more {
-		next := s.cursors.Encode(eventlog.CursorChurches, pid, last)
+		next := s.cursors.Encode(kind, pid, last)
 		page.NextCursor = &next
 	}
 	writeJSON(w, http.StatusOK, page)

@@ -53,11 +53,6 @@ func (s *Server) listEnrollments(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
 	q := r.URL.Query()
 	var v domain.Validation
-	limit, err := queryLimit(r, 50, 100)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
 	f := projections.EnrollmentFilter{ChurchID: q.Get("church_id"), Status: domain.EnrollmentStatus(q.Get("status"))}
 	if f.ChurchID != "" && !domain.ValidID(domain.PrefixChurch, f.ChurchID) {
 		v.Add("church_id", "must be a church id")
@@ -71,25 +66,7 @@ func (s *Server) listEnrollments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var after []byte
-	if c := q.Get("cursor"); c != "" {
-		if after, err = s.cursors.Decode(eventlog.CursorEnrollments, pid, c); err != nil {
-			writeProblem(w, r, ProblemInvalidCursor, "", nil)
-			return
-		}
-	}
-	list, last, more, err := s.store.Enrollments(pid, f, after, limit)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	page := listPage[enrollmentView]{Data: make([]enrollmentView, len(list)), HasMore: more}
-	for i, e := range list {
-		page.Data[i] = viewEnrollment(e)
-	}
-	if more {
-		next := s.cursors.Encode(eventlog.CursorEnrollments, pid, last)
-		page.NextCursor = &next
-	}
-	writeJSON(w, http.StatusOK, page)
+	servePage(s, w, r, eventlog.CursorEnrollments, func(after []byte, limit int) ([]projections.EnrollmentView, []byte, bool, error) {
+		return s.store.Enrollments(pid, f, after, limit)
+	}, viewEnrollment)
 }

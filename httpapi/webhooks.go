@@ -155,32 +155,9 @@ func (s *Server) getWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
-	limit, err := queryLimit(r, 50, 100)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var after []byte
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		if after, err = s.cursors.Decode(eventlog.CursorEndpoints, pid, c); err != nil {
-			writeProblem(w, r, ProblemInvalidCursor, "", nil)
-			return
-		}
-	}
-	endpoints, last, more, err := s.store.WebhookEndpoints(pid, after, limit)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	page := listPage[endpointView]{Data: make([]endpointView, len(endpoints)), HasMore: more}
-	for i, ep := range endpoints {
-		page.Data[i] = viewEndpoint(ep.WebhookEndpoint)
-	}
-	if more {
-		next := s.cursors.Encode(eventlog.CursorEndpoints, pid, last)
-		page.NextCursor = &next
-	}
-	writeJSON(w, http.StatusOK, page)
+	servePage(s, w, r, eventlog.CursorEndpoints, func(after []byte, limit int) ([]projections.WebhookEndpoint, []byte, bool, error) {
+		return s.store.WebhookEndpoints(pid, after, limit)
+	}, func(ep projections.WebhookEndpoint) endpointView { return viewEndpoint(ep.WebhookEndpoint) })
 }
 
 // deleteWebhookEndpoint removes an endpoint: no delivery starts for it

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"encoding/binary"
 
 	bolt "go.etcd.io/bbolt"
@@ -92,37 +91,15 @@ func (s *Store) ExternalIDUsed(partner, ext string) (bool, error) {
 // Churches lists the partner's churches in creation order, starting after
 // position after (from the first when nil), and reports whether more follow
 // and the position of the last one returned.
-func (s *Store) Churches(partner string, after []byte, limit int) ([]domain.Church, []byte, bool, error) {
-	var (
-		out  []domain.Church
-		last []byte
-		more bool
-	)
-	prefix := []byte(partner + "/")
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketChurchOrder).Cursor()
+func (s *Store) Churches(partner string, after []byte, limit int) (out []domain.Church, last []byte, more bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
 		churches := tx.Bucket(bucketChurches)
-		k, v := c.Seek(prefix)
-		if after != nil {
-			start := orderKey(partner, after)
-			k, v = c.Seek(start)
-			if bytes.Equal(k, start) {
-				k, v = c.Next()
-			}
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(out) == limit {
-				more = true
-				return nil
-			}
+		out, last, more, err = page(tx.Bucket(bucketChurchOrder).Cursor(), []byte(partner+"/"), after, limit, func(v []byte) (domain.Church, bool, error) {
 			var ch domain.Church
-			if _, err := getJSON(churches, churchKey(partner, string(v)), &ch); err != nil {
-				return err
-			}
-			out = append(out, ch)
-			last = bytes.Clone(k[len(prefix):])
-		}
-		return nil
+			_, err := getJSON(churches, churchKey(partner, string(v)), &ch)
+			return ch, true, err
+		})
+		return err
 	})
 	return out, last, more, err
 }

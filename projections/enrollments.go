@@ -1,8 +1,6 @@
 package projections
 
 import (
-	"bytes"
-
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
@@ -87,40 +85,15 @@ type EnrollmentFilter struct {
 // Enrollments lists the partner's enrollments in creation order after
 // position after (nil: from the first), with the position of the last one
 // returned and whether more follow.
-func (s *Store) Enrollments(partner string, f EnrollmentFilter, after []byte, limit int) ([]EnrollmentView, []byte, bool, error) {
-	var (
-		out  []EnrollmentView
-		last []byte
-		more bool
-	)
-	prefix := orderPrefix(partner, f.ChurchID)
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEnrollmentOrder).Cursor()
+func (s *Store) Enrollments(partner string, f EnrollmentFilter, after []byte, limit int) (out []EnrollmentView, last []byte, more bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
 		all := tx.Bucket(bucketEnrollments)
-		k, v := c.Seek(prefix)
-		if after != nil {
-			start := append(bytes.Clone(prefix), after...)
-			k, v = c.Seek(start)
-			if bytes.Equal(k, start) {
-				k, v = c.Next()
-			}
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		out, last, more, err = page(tx.Bucket(bucketEnrollmentOrder).Cursor(), orderPrefix(partner, f.ChurchID), after, limit, func(v []byte) (EnrollmentView, bool, error) {
 			var e EnrollmentView
-			if _, err := getJSON(all, enrollmentKey(partner, string(v)), &e); err != nil {
-				return err
-			}
-			if f.Status != "" && e.Status != f.Status {
-				continue
-			}
-			if len(out) == limit {
-				more = true
-				return nil
-			}
-			out = append(out, e)
-			last = bytes.Clone(k[len(prefix):])
-		}
-		return nil
+			_, err := getJSON(all, enrollmentKey(partner, string(v)), &e)
+			return e, f.Status == "" || e.Status == f.Status, err
+		})
+		return err
 	})
 	return out, last, more, err
 }

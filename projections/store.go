@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -256,6 +257,40 @@ func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
 		return false, nil
 	}
 	return true, json.Unmarshal(data, v)
+}
+
+// page walks an order index, whose keys are prefix followed by a position,
+// from just after position after (from the start when nil). load decodes an
+// entry's value and may report false to skip it (a filter). page stops after
+// limit items (no limit when 0) and returns them with the position of the
+// last one taken and whether more follow.
+func page[T any](c *bolt.Cursor, prefix, after []byte, limit int, load func(v []byte) (T, bool, error)) ([]T, []byte, bool, error) {
+	k, v := c.Seek(prefix)
+	if after != nil {
+		start := append(bytes.Clone(prefix), after...)
+		if k, v = c.Seek(start); bytes.Equal(k, start) {
+			k, v = c.Next()
+		}
+	}
+	var (
+		out  []T
+		last []byte
+	)
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		item, keep, err := load(v)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if !keep {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			return out, last, true, nil
+		}
+		out = append(out, item)
+		last = bytes.Clone(k[len(prefix):])
+	}
+	return out, last, false, nil
 }
 
 // Dump returns every bucket's contents, for comparing two files.

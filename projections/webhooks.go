@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 
@@ -80,37 +79,15 @@ func (s *Store) WebhookEndpoint(partner, id string) (WebhookEndpoint, bool, erro
 // position after (from the first when nil), at most limit of them (all when
 // limit is 0), and reports whether more follow and the position of the last
 // one returned.
-func (s *Store) WebhookEndpoints(partner string, after []byte, limit int) ([]WebhookEndpoint, []byte, bool, error) {
-	var (
-		out  []WebhookEndpoint
-		last []byte
-		more bool
-	)
-	prefix := []byte(partner + "/")
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEndpointOrder).Cursor()
+func (s *Store) WebhookEndpoints(partner string, after []byte, limit int) (out []WebhookEndpoint, last []byte, more bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
 		endpoints := tx.Bucket(bucketEndpoints)
-		k, v := c.Seek(prefix)
-		if after != nil {
-			start := orderKey(partner, after)
-			k, v = c.Seek(start)
-			if bytes.Equal(k, start) {
-				k, v = c.Next()
-			}
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if limit > 0 && len(out) == limit {
-				more = true
-				return nil
-			}
+		out, last, more, err = page(tx.Bucket(bucketEndpointOrder).Cursor(), []byte(partner+"/"), after, limit, func(v []byte) (WebhookEndpoint, bool, error) {
 			var ep WebhookEndpoint
-			if _, err := getJSON(endpoints, endpointKey(partner, string(v)), &ep); err != nil {
-				return err
-			}
-			out = append(out, ep)
-			last = bytes.Clone(k[len(prefix):])
-		}
-		return nil
+			_, err := getJSON(endpoints, endpointKey(partner, string(v)), &ep)
+			return ep, true, err
+		})
+		return err
 	})
 	return out, last, more, err
 }

@@ -155,13 +155,6 @@ func viewRowResults(results []domain.RowResult) []rowResult {
 	return out
 }
 
-// waitApplied waits, bounded, until the local projections reach seq.
-func (s *Server) waitApplied(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, readWait)
-	defer cancel()
-	return s.store.WaitFor(ctx, seq)
-}
-
 func (s *Server) getChurch(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	c, ok, err := s.store.Church(partnerID(r), id)

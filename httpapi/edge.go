@@ -135,14 +135,11 @@ func (s *Server) churchOwner(churchID string) (string, error) {
 	return partner, nil
 }
 
-// runVendor runs one command of a vendor webhook, with a dedup id derived
-// from the vendor's event id, and waits for the local projections.
+// runVendor runs one command of a vendor webhook and reports whether it
+// changed anything.
 func (s *Server) runVendor(ctx context.Context, cmd eventlog.Command) (bool, error) {
-	out, err := s.ledger.Execute(ctx, cmd)
-	if err != nil || out.Record == nil {
-		return false, err
-	}
-	return !out.Replayed, s.waitApplied(ctx, out.Record.Seq)
+	out, err := s.run(ctx, cmd)
+	return err == nil && out.Record != nil && !out.Replayed, err
 }
 
 type payrollData struct {
@@ -176,7 +173,7 @@ func (s *Server) payrollConfirmed(ctx context.Context, msgID string, raw json.Ra
 			if !e.Exists() || e.ChurchID != d.ChurchID {
 				return nil, unknownReference("enrollment_id %q is not an enrollment of this church.", d.EnrollmentID)
 			}
-			return domain.ActivateEnrollment(&e, time.Now())
+			return domain.ActivateEnrollment(&e, s.now())
 		},
 	})
 }
@@ -218,7 +215,7 @@ func (s *Server) bankCredit(ctx context.Context, msgID string, raw json.RawMessa
 		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":0",
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			dep := loadDeposit(h)
-			return domain.CreditDeposit(&dep, c, time.Now())
+			return domain.CreditDeposit(&dep, c, s.now())
 		},
 	})
 	if err != nil {
@@ -228,7 +225,7 @@ func (s *Server) bankCredit(ctx context.Context, msgID string, raw json.RawMessa
 		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":1",
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			dep := loadDeposit(h)
-			return domain.AnnounceDeposit(&dep, c.PartnerID, time.Now()), nil
+			return domain.AnnounceDeposit(&dep, c.PartnerID, s.now()), nil
 		},
 	})
 	return credited, err
@@ -298,26 +295,21 @@ func (s *Server) kycCompleted(ctx context.Context, msgID string, raw json.RawMes
 	}
 	changed, waiting := false, false
 	for i, id := range ids {
-		out, err := s.ledger.Execute(ctx, eventlog.Command{
+		did, err := s.runVendor(ctx, eventlog.Command{
 			Partner: partner, Aggregate: id, MsgID: msgID + ":" + strconv.Itoa(i),
 			Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 				cur := loadSession(h)
-				if cur.ChurchID != d.ChurchID || (cur.Step(time.Now()) != domain.StepKYC && cur.KYC != d.Outcome) {
+				if cur.ChurchID != d.ChurchID || (cur.Step(s.now()) != domain.StepKYC && cur.KYC != d.Outcome) {
 					return nil, nil
 				}
 				waiting = true
-				return domain.DecideKYC(&cur, d.Outcome, "vendor", time.Now())
+				return domain.DecideKYC(&cur, d.Outcome, "vendor", s.now())
 			},
 		})
 		if err != nil {
 			return false, err
 		}
-		if out.Record != nil {
-			changed = true
-			if err := s.waitApplied(ctx, out.Record.Seq); err != nil {
-				return false, err
-			}
-		}
+		changed = changed || did
 	}
 	if !waiting {
 		if len(ids) == 0 {

@@ -187,27 +187,37 @@ const readWait = 5 * time.Second
 
 // execute runs a command for this request. Under an Idempotency-Key the
 // command's dedup id comes from the key, and after a crash takeover the
-// command first looks for what the dead request already appended. On success
-// it waits until the local projections have applied the event, so the answer
-// and any read that follows see the write.
+// command first looks for what the dead request already appended.
 func (s *Server) execute(r *http.Request, n int, cmd eventlog.Command) (eventlog.Outcome, error) {
-	ctx := r.Context()
-	if c := claimFrom(ctx); c != nil {
+	if c := claimFrom(r.Context()); c != nil {
 		cmd.MsgID = c.MsgID(n)
 		if c.Takeover {
 			cmd.Recall = s.recall
 		}
 	}
+	return s.run(r.Context(), cmd)
+}
+
+// run executes a command and, when it appended, waits until the local
+// projections have applied the event, so the answer and any read that
+// follows on this instance see the write. Every entry point of the HTTP
+// layer (the API, the flow, the vendor edge, the sweeper) writes through it.
+func (s *Server) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
 	out, err := s.ledger.Execute(ctx, cmd)
 	if err != nil || out.Record == nil {
 		return out, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, readWait)
+	return out, s.waitApplied(ctx, out.Record.Seq)
+}
+
+// waitApplied waits, bounded, until the local projections reach seq.
+func (s *Server) waitApplied(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	if err := s.store.WaitFor(wctx, out.Record.Seq); err != nil {
-		return out, fmt.Errorf("read your write: %w", err)
+	if err := s.store.WaitFor(ctx, seq); err != nil {
+		return fmt.Errorf("read your write: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // recall finds the event an earlier run of a command appended, once the

@@ -238,7 +238,7 @@ func loadSession(h eventlog.History) domain.Session {
 // donor is redirected to next already shows the new step.
 func (s *Server) sessionCommand(ctx context.Context, partner, id string, decide func(*domain.Session) (*domain.Event, error)) (domain.Session, error) {
 	var after domain.Session
-	out, err := s.ledger.Execute(ctx, eventlog.Command{
+	_, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: id,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			cur := loadSession(h)
@@ -253,10 +253,7 @@ func (s *Server) sessionCommand(ctx context.Context, partner, id string, decide 
 			return ev, err
 		},
 	})
-	if err != nil || out.Record == nil {
-		return after, err
-	}
-	return after, s.waitApplied(ctx, out.Record.Seq)
+	return after, err
 }
 
 // ensureEnrollment creates a completed session's enrollment unless it
@@ -267,7 +264,7 @@ func (s *Server) ensureEnrollment(ctx context.Context, sess domain.Session) erro
 		return nil
 	}
 	n := sess.EnrollmentFor()
-	out, err := s.ledger.Execute(ctx, eventlog.Command{
+	_, err := s.run(ctx, eventlog.Command{
 		Partner: n.PartnerID, Aggregate: n.ID, MsgID: "enroll:" + n.ID,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			var e domain.Enrollment
@@ -281,10 +278,7 @@ func (s *Server) ensureEnrollment(ctx context.Context, sess domain.Session) erro
 			return &ev, err
 		},
 	})
-	if err != nil || out.Record == nil {
-		return err
-	}
-	return s.waitApplied(ctx, out.Record.Seq)
+	return err
 }
 
 // SweepSessions expires open sessions whose url ran out, emitting

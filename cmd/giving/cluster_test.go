@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
@@ -62,6 +65,25 @@ func startDeployCluster(t *testing.T) ([]*natsserver.Server, []string) {
 			}
 		}
 		return false
+	})
+	// A leader is not enough: every peer must be known and online before a
+	// three-replica stream can be placed. Probe with one.
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventlogtest.WaitFor(t, 60*time.Second, "the cluster to place a three-replica stream", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLACEMENT_PROBE", Subjects: []string{"probe.>"}, Replicas: 3}); err != nil {
+			return false
+		}
+		return js.DeleteStream(ctx, "PLACEMENT_PROBE") == nil
 	})
 	return servers, urls
 }

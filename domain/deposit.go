@@ -57,13 +57,18 @@ func (d *Deposit) Apply(e Event) {
 }
 
 // DepositIDForTrace is the deposit id of a bank trace. One trace is one
-// deposit, so the id is derived from it: a repeated trace lands on the same
-// aggregate and cannot credit twice.
+// deposit of one partner, so the id is derived from it: a repeated trace
+// lands on the same aggregate (under the partner of the church it names) and
+// cannot credit twice.
 func DepositIDForTrace(trace string) string {
 	sum := sha256.Sum256([]byte("trace\x00" + trace))
 	id, _ := ksuid.FromBytes(sum[:20])
 	return PrefixDeposit + id.String()
 }
+
+// MaxCredit bounds one bank credit: $99,999,999.99, the largest amount an
+// ACH entry's ten-digit amount field can carry.
+const MaxCredit Hundredths = 99_999_999_99
 
 var (
 	traceForm      = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
@@ -89,16 +94,24 @@ func ValidateCredit(c Credit) error {
 	if !accountRefForm.MatchString(c.AccountRef) {
 		v.Add("account_ref", "must be 1 to 64 letters, digits or _.:-")
 	}
-	if c.Amount <= 0 {
-		v.Add("amount", "must be above 0 in exact cents")
+	if c.Amount <= 0 || c.Amount > MaxCredit {
+		v.Add("amount", "must be above 0 and at most %s, in exact cents", MaxCredit)
 	}
 	return v.Err()
 }
 
-// CreditDeposit decides recording a bank credit. A deposit already credited
+// ErrTraceReused means a trace already credited arrived again with another
+// church, account or amount: not a repeat of the same credit, and never
+// credited.
+var ErrTraceReused = Errorf(KindConflict, "trace-conflict", "This trace was already credited with a different church, account or amount.")
+
+// CreditDeposit decides recording a bank credit. The same credit again
 // changes nothing: a repeated trace never credits twice.
 func CreditDeposit(d *Deposit, c Credit, now time.Time) (*Event, error) {
 	if d.Credited {
+		if d.ChurchID != c.ChurchID || d.Credit.AccountRef != c.AccountRef || d.Credit.Amount != c.Amount {
+			return nil, ErrTraceReused
+		}
 		return nil, nil
 	}
 	if err := ValidateCredit(c); err != nil {

@@ -69,7 +69,7 @@ func (e Event) Envelope() ([]byte, error) {
 	if e.Payload == nil || e.Payload.EventType() != e.Type {
 		return nil, fmt.Errorf("envelope: payload does not match event type %q", e.Type)
 	}
-	payload, err := json.Marshal(e.Payload)
+	payload, err := marshalPlain(e.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("envelope %s: %w", e.Type, err)
 	}
@@ -78,11 +78,22 @@ func (e Event) Envelope() ([]byte, error) {
 		church := e.ChurchID
 		env.ChurchID = &church
 	}
+	out, err := marshalPlain(env)
+	if err != nil {
+		return nil, fmt.Errorf("envelope %s: %w", e.Type, err)
+	}
+	return out, nil
+}
+
+// marshalPlain encodes JSON without HTML escaping: an envelope is never
+// embedded in HTML, and escaping <, > and & would make a stored event up to
+// six times larger than the text it holds.
+func marshalPlain(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(env); err != nil {
-		return nil, fmt.Errorf("envelope %s: %w", e.Type, err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }

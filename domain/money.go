@@ -2,7 +2,6 @@ package domain
 
 import (
 	"encoding/json"
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -30,11 +29,16 @@ func ParseHundredths(n json.Number) (Hundredths, bool) {
 	if !r.IsInt() || !r.Num().IsInt64() {
 		return 0, false
 	}
-	v := r.Num().Int64()
-	if v > math.MaxInt64/100 || v < -math.MaxInt64/100 {
+	return Hundredths(r.Num().Int64()), true
+}
+
+// Add sums two values, reporting false when the sum would not fit.
+func (h Hundredths) Add(o Hundredths) (Hundredths, bool) {
+	sum := h + o
+	if (o > 0 && sum < h) || (o < 0 && sum > h) {
 		return 0, false
 	}
-	return Hundredths(v), true
+	return sum, true
 }
 
 // plainDecimal reports whether s is a JSON number without an exponent:

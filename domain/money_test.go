@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/partnergiving/giving/domain"
@@ -22,7 +23,9 @@ func TestParseHundredths(t *testing.T) {
 		{"-1", -100, true},
 		{"-1.5", -150, true},
 		{"10.100", 1010, true}, // trailing zeros are still exact cents
-		{"92233720368547758.07", 0, false},
+		{"92233720368547758.07", 9223372036854775807, true}, // every int64 of cents reads back
+		{"92233720368547758.08", 0, false},
+		{"-92233720368547758.09", 0, false},
 		{"10.101", 0, false},
 		{"0.001", 0, false},
 		{"1e2", 0, false},
@@ -151,5 +154,17 @@ func TestGivingWords(t *testing.T) {
 		if got := tt.g.Words(); got != tt.want {
 			t.Errorf("%+v.Words() = %q, want %q", tt.g, got, tt.want)
 		}
+	}
+}
+
+func TestHundredthsAddReportsOverflow(t *testing.T) {
+	if sum, ok := domain.Hundredths(100).Add(250); !ok || sum != 350 {
+		t.Fatalf("100 + 250 = %d, %v", sum, ok)
+	}
+	if _, ok := domain.Hundredths(math.MaxInt64 - 1).Add(2); ok {
+		t.Fatal("an overflowing sum was reported as fitting")
+	}
+	if _, ok := domain.Hundredths(math.MinInt64 + 1).Add(-2); ok {
+		t.Fatal("an underflowing sum was reported as fitting")
 	}
 }

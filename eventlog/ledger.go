@@ -55,6 +55,11 @@ type Ledger struct {
 	turns turns
 }
 
+// MaxEventSize bounds one stored event. An import of 1000 churches, the
+// largest command, fits with room to spare: its request is at most 1 MiB.
+// A NATS cluster serving the ledger needs max_payload of at least 8 MB.
+const MaxEventSize = 4 << 20
+
 // ErrConflict means the aggregate changed since its state was loaded.
 var ErrConflict = errors.New("ledger: aggregate changed concurrently")
 
@@ -98,7 +103,7 @@ func (l *Ledger) streamConfig() jetstream.StreamConfig {
 		Retention:   jetstream.LimitsPolicy,
 		Replicas:    l.cfg.Replicas,
 		Duplicates:  l.cfg.Duplicates,
-		MaxMsgSize:  1 << 20,
+		MaxMsgSize:  MaxEventSize + 4<<10, // room for headers
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,

@@ -60,6 +60,9 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 	if err != nil {
 		return Appended{}, err
 	}
+	if len(data) > MaxEventSize {
+		return Appended{}, domain.Errorf(domain.KindInvalid, "payload-too-large", "The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
+	}
 	if msgID == "" {
 		msgID = ev.ID
 	}

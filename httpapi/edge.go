@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -32,6 +31,8 @@ var (
 		"The vendor webhook's Vendor-Signature header is missing, malformed, older than 300 seconds, or does not match the raw body."})
 	ProblemUnknownReference = reg(ProblemType{"unknown-reference", 422, "Unknown reference",
 		"The vendor webhook names a church, enrollment or donor that does not exist, or that belong to different partners."})
+	ProblemTraceConflict = reg(ProblemType{"trace-conflict", 409, "Trace already used",
+		"The bank trace was already credited with a different church, account or amount. It is not credited again."})
 )
 
 // vendorEnvelope is the common shape of every vendor webhook.
@@ -95,16 +96,23 @@ func (s *Server) edge(v vendorRoute) http.HandlerFunc {
 			return
 		}
 		msgID := "vendor:" + v.kind + ":" + env.ID
-		if _, seen, err := s.store.CommandSeq(msgID + ":0"); err != nil || seen {
-			if err != nil {
-				writeError(w, r, err)
-				return
-			}
+		seen, err := s.vendorEvents.Has(r.Context(), msgID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if seen {
 			writeJSON(w, http.StatusOK, vendorAck{Status: "duplicate"})
 			return
 		}
 		changed, err := v.handle(s, r.Context(), msgID, env.Data)
 		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		// Only a fully handled event is remembered: a retry after a failure
+		// part-way runs again, and the domain finishes what is missing.
+		if err := s.vendorEvents.Add(r.Context(), msgID); err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -200,9 +208,6 @@ func (s *Server) bankCredit(ctx context.Context, msgID string, raw json.RawMessa
 	if err != nil {
 		return false, err
 	}
-	if seen, err := s.store.TraceSeen(c.Trace); err != nil || seen {
-		return false, err
-	}
 	loadDeposit := func(h eventlog.History) domain.Deposit {
 		var dep domain.Deposit
 		for _, ev := range h.Events {
@@ -294,9 +299,9 @@ func (s *Server) kycCompleted(ctx context.Context, msgID string, raw json.RawMes
 		return false, err
 	}
 	changed, waiting := false, false
-	for i, id := range ids {
+	for _, id := range ids {
 		did, err := s.runVendor(ctx, eventlog.Command{
-			Partner: partner, Aggregate: id, MsgID: msgID + ":" + strconv.Itoa(i),
+			Partner: partner, Aggregate: id, MsgID: msgID + ":" + id,
 			Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 				cur := loadSession(h)
 				if cur.ChurchID != d.ChurchID || (cur.Step(s.now()) != domain.StepKYC && cur.KYC != d.Outcome) {

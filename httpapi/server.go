@@ -44,6 +44,8 @@ type Deps struct {
 	RateLimits  *eventlog.RateLimits
 	Secrets     *eventlog.Secrets
 	Vault       *eventlog.Vault
+	// VendorEvents remembers the vendor events the edge has handled.
+	VendorEvents *eventlog.SeenSet
 	// Simulator plays the sandbox vendors; nil on the production stack,
 	// where /sandbox is never mounted.
 	Simulator *simulators.Simulator
@@ -66,12 +68,14 @@ type Server struct {
 	cursors   eventlog.Cursors
 	vault     *eventlog.Vault
 	simulator *simulators.Simulator
-	flowKey   []byte
-	csrfKey   []byte
-	fpKey     []byte
-	sms       sms.Verifier
-	router    *mux.Router
-	polls     longPolls
+	// vendorEvents holds the ids of vendor webhooks fully handled.
+	vendorEvents *eventlog.SeenSet
+	flowKey      []byte
+	csrfKey      []byte
+	fpKey        []byte
+	sms          sms.Verifier
+	router       *mux.Router
+	polls        longPolls
 
 	webhooks    Webhooks
 	attempts    *eventlog.AttemptLog
@@ -88,7 +92,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector,
 		idem: d.Idempotency, limiter: lim, cursors: eventlog.NewCursors(d.Secrets),
-		vault: d.Vault, simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
+		vault: d.Vault, simulator: d.Simulator, vendorEvents: d.VendorEvents, flowKey: d.Secrets.Key("flow-token"),
 		csrfKey: d.Secrets.Key("flow-csrf"), fpKey: d.Secrets.Key("idempotency-fingerprint"), sms: d.SMS,
 	}
 	if s.cfg.Now == nil {

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"math"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
@@ -10,9 +12,6 @@ import (
 var (
 	// bucketBalances holds "<partner>/<church id>" → Balance.
 	bucketBalances = bucket("church_balances")
-	// bucketTraces holds bank trace → "<partner>/<deposit id>", so a trace
-	// seen for any church is recognised again.
-	bucketTraces = bucket("deposit_traces")
 )
 
 // Balance is what a church has received.
@@ -25,9 +24,6 @@ type Balance struct {
 func init() {
 	on("deposit.credited", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 		c := ev.Payload.(*domain.DepositCredited)
-		if err := tx.Bucket(bucketTraces).Put([]byte(c.Trace), []byte(ev.PartnerID+"/"+ev.AggregateID)); err != nil {
-			return err
-		}
 		b := tx.Bucket(bucketBalances)
 		key := []byte(ev.PartnerID + "/" + ev.ChurchID)
 		var bal Balance
@@ -37,9 +33,12 @@ func init() {
 		if bal.Accounts == nil {
 			bal.Accounts = map[string]domain.Hundredths{}
 		}
-		bal.Total += c.Amount
+		// Credits are bounded (domain.MaxCredit), so a sum cannot overflow
+		// in practice; if it ever did, the total saturates rather than stop
+		// the projector for every partner.
+		bal.Total = saturatingAdd(bal.Total, c.Amount)
+		bal.Accounts[c.AccountRef] = saturatingAdd(bal.Accounts[c.AccountRef], c.Amount)
 		bal.Count++
-		bal.Accounts[c.AccountRef] += c.Amount
 		return putJSON(b, key, bal)
 	})
 }
@@ -54,12 +53,9 @@ func (s *Store) ChurchBalance(partner, church string) (Balance, error) {
 	return bal, err
 }
 
-// TraceSeen reports whether a bank trace was already credited, to any church.
-func (s *Store) TraceSeen(trace string) (bool, error) {
-	var seen bool
-	err := s.view(func(tx *bolt.Tx) error {
-		seen = tx.Bucket(bucketTraces).Get([]byte(trace)) != nil
-		return nil
-	})
-	return seen, err
+func saturatingAdd(a, b domain.Hundredths) domain.Hundredths {
+	if sum, ok := a.Add(b); ok {
+		return sum
+	}
+	return domain.Hundredths(math.MaxInt64)
 }

@@ -148,3 +148,24 @@ func TestChurchesListPagesAndIsolatesPartners(t *testing.T) {
 	}
 	_ = apitest.Header{}
 }
+
+// The largest import a request can carry (1000 rows of names that grow when
+// escaped) is stored as one event; it never fails with a 5xx.
+func TestLargestImportFitsInOneEvent(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t)
+	rows := make([]string, 1000)
+	name := strings.Repeat("<&>", 66) // 198 characters HTML-escaping would grow sixfold
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"name":"%s","external_id":"%s-%04d"}`, name, strings.Repeat("&", 190), i)
+	}
+	resp := c.Do(http.MethodPost, "/v1/churches/import", `{"churches":[`+strings.Join(rows, ",")+`]}`, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("largest import: %d %.300s", resp.Status, resp.Body)
+	}
+	var out importResponse
+	resp.JSON(t, &out)
+	if len(out.Results) != 1000 || out.Results[999].Status != "created" || out.Results[0].Church.Name != name {
+		t.Fatalf("results: %d, last %s", len(out.Results), out.Results[999].Status)
+	}
+}

@@ -412,3 +412,73 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 		t.Fatalf("unknown donor: %s", r.Body)
 	}
 }
+
+// Deposits are deduplicated per partner by trace; a reused trace with other
+// details is refused; an amount beyond one ACH entry is refused; and a credit
+// recorded without its announcement (a failure part-way) is announced when
+// the bank retries.
+func TestDepositTracesAndRecovery(t *testing.T) {
+	ts := startStack(t)
+	a, pa := ts.partner(t)
+	b, pb := ts.partner(t)
+	ca, cb := importChurch(t, a, "A"), importChurch(t, b, "B")
+	deposit := func(c *apitest.Client, church, trace, amount string) int {
+		resp := c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":`+amount+`,"trace":"`+trace+`"}`, nil)
+		return int(resp.Map(t)["status_code"].(float64))
+	}
+	if deposit(a, ca, "SHARED-1", "5.00") != 200 || deposit(b, cb, "SHARED-1", "7.00") != 200 {
+		t.Fatal("the same trace at two partners must credit both")
+	}
+	if bal, _ := ts.store.ChurchBalance(pb, cb); bal.Total != 700 {
+		t.Fatalf("partner B's balance %d, want 700", bal.Total)
+	}
+	if code := deposit(a, ca, "SHARED-1", "6.00"); code != http.StatusConflict {
+		t.Fatalf("reused trace with another amount: %d, want 409", code)
+	}
+	if code := deposit(a, ca, "SHARED-1", "5.00"); code != http.StatusOK {
+		t.Fatalf("the same credit again: %d", code)
+	}
+	if code := deposit(a, ca, "BIG-1", "100000000.00"); code != http.StatusUnprocessableEntity {
+		t.Fatalf("an amount beyond one ACH entry: %d", code)
+	}
+	if bal, _ := ts.store.ChurchBalance(pa, ca); bal.Total != 500 || bal.Count != 1 {
+		t.Fatalf("partner A's balance %+v", bal)
+	}
+
+	// A credit whose announcement never happened.
+	c := domain.Credit{PartnerID: pa, ChurchID: ca, Trace: "HALF-1", AccountRef: "acct", Amount: 1234, BankTS: time.Now()}
+	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			var d domain.Deposit
+			return domain.CreditDeposit(&d, c, time.Now())
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	ts.waitProjected(t)
+	before := countEvents(t, ts, "deposit.received")
+	if code := deposit(a, ca, "HALF-1", "12.34"); code != http.StatusOK {
+		t.Fatalf("the bank's retry: %d", code)
+	}
+	if countEvents(t, ts, "deposit.received") != before+1 {
+		t.Fatal("the retry did not announce the recorded credit")
+	}
+	if bal, _ := ts.store.ChurchBalance(pa, ca); bal.Total != 500+1234 || bal.Count != 2 {
+		t.Fatalf("the retry credited twice: %+v", bal)
+	}
+}
+
+// A vendor event id handled once is acknowledged as a duplicate afterwards,
+// even when handling it again would now be refused.
+func TestVendorEventIDsAreRemembered(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	_, en := enroll(t, ts, c, pid, church, "+12025550100")
+	body := vendorBody("evt_once", "deposit_switch.confirmed", map[string]string{"enrollment_id": en, "church_id": church})
+	for i, want := range []string{"accepted", "duplicate", "duplicate"} {
+		code, ack := sendVendor(t, ts, "payroll", ts.api.VendorSecrets().Payroll, body, time.Now())
+		if code != http.StatusOK || ack["status"] != want {
+			t.Fatalf("delivery %d: %d %v, want %s", i+1, code, ack, want)
+		}
+	}
+}

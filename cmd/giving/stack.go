@@ -104,6 +104,10 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	vendorEvents, err := s.ledger.OpenSeenSet(ctx, "vendor_events", 30*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
 	vendors, err := vendorSecrets(cfg, s.secrets)
 	if err != nil {
 		return nil, err
@@ -134,7 +138,7 @@ func openStack(ctx context.Context, cfg stackConfig) (_ *stack, err error) {
 		Log: cfg.Log.With().Str("component", "http").Logger(), Now: cfg.Now,
 	}, httpapi.Deps{
 		Ledger: s.ledger, Store: s.store, Projector: s.projector,
-		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, Simulator: sim, SMS: verifier,
+		Idempotency: idem, RateLimits: limits, Secrets: s.secrets, Vault: vault, VendorEvents: vendorEvents, Simulator: sim, SMS: verifier,
 		Webhooks: s.dispatcher, Attempts: attempts,
 	})
 	if err != nil {

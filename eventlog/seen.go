@@ -1,0 +1,61 @@
+package eventlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SeenSet remembers ids for a while, in a KV bucket every instance shares:
+// the vendor edge keeps the ids of vendor events it has fully handled, so a
+// replay is acknowledged without being handled again, on any instance.
+type SeenSet struct {
+	kv jetstream.KeyValue
+}
+
+// OpenSeenSet opens the set called name, which forgets an id ttl after it
+// was added.
+func (l *Ledger) OpenSeenSet(ctx context.Context, name string, ttl time.Duration) (*SeenSet, error) {
+	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      "SEEN_" + strings.ToUpper(name),
+		Description: "Ids already handled: " + name + ".",
+		TTL:         ttl,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &SeenSet{kv: kv}, nil
+}
+
+// Has reports whether id was added and not yet forgotten.
+func (s *SeenSet) Has(ctx context.Context, id string) (bool, error) {
+	_, err := s.kv.Get(ctx, seenKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("seen set: %w", err)
+	}
+	return true, nil
+}
+
+// Add remembers id.
+func (s *SeenSet) Add(ctx context.Context, id string) error {
+	if _, err := s.kv.Put(ctx, seenKey(id), []byte{1}); err != nil {
+		return fmt.Errorf("seen set: %w", err)
+	}
+	return nil
+}
+
+// seenKey maps any id to a valid KV key.
+func seenKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}

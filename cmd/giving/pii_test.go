@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
@@ -86,6 +88,8 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	c, _ := ts.partner(t, "https://partner.example")
 	c.HTTP = &http.Client{Transport: rec}
 	church := importChurch(t, c, "Grace Chapel")
+	hooks := okReceiver(t)
+	createEndpoint(t, c, hooks.URL)
 
 	donors := []struct{ phone, mode, value, end string }{
 		{"+12025550100", "pct", "3", "You're all set"},
@@ -125,6 +129,20 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	}
 	c.Do(http.MethodGet, "/v1/enrollments", nil, nil)
 	c.Do(http.MethodGet, "/v1/enrollments?church_id="+church, nil, nil)
+	// Activations and a deposit, so every public event type is on the feed
+	// and on the webhook.
+	for _, id := range enrollments {
+		c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", map[string]string{"enrollment_id": id, "church_id": church}, nil)
+	}
+	c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":10.10}`, nil)
+	feed := c.Do(http.MethodGet, "/v1/events?limit=1000", nil, nil)
+	if n := len(feed.Map(t)["data"].([]any)); n < 5 {
+		t.Fatalf("only %d events on the feed", n)
+	}
+	eventlogtest.WaitFor(t, 10*time.Second, "every event delivered", func() bool { return hooks.count() >= 5 })
+	for i, d := range hooks.deliveries() {
+		sweep(t, fmt.Sprintf("webhook %d (%s)", i, d.EventType), d.Body, phones)
+	}
 	// Errors never echo the phone either.
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody("ch_x", "+12025550100", "pct", "0", "http://x"), nil)
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550100", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})

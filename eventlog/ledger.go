@@ -25,7 +25,7 @@ type Config struct {
 	// DataDir holds the embedded server's store. Unused with NATSURL.
 	DataDir string
 	// NATSURL points at an external NATS server or cluster. Empty means
-	// embedded.
+	// embedded. It may hold credentials: show it only through RedactURL.
 	NATSURL string
 	// NATSListen is the loopback address the embedded server also listens on,
 	// so the CLI and tools can reach a running instance. Empty means no
@@ -109,7 +109,7 @@ func (l *Ledger) connect() error {
 	if l.cfg.NATSURL != "" {
 		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name("giving"), nats.MaxReconnects(-1))
 		if err != nil {
-			return fmt.Errorf("connect to nats %s: %w", l.cfg.NATSURL, err)
+			return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
 		}
 		l.nc = nc
 		return nil
@@ -201,7 +201,8 @@ func (l *Ledger) Stream() jetstream.Stream { return l.stream }
 func (l *Ledger) Embedded() bool { return l.srv != nil }
 
 // ClientURL is the address other processes can use to reach the embedded
-// server, or the configured NATS URL.
+// server, or the configured NATS URL (with its credentials). Show it only
+// through RedactURL.
 func (l *Ledger) ClientURL() string {
 	if l.srv == nil {
 		return l.cfg.NATSURL
@@ -210,6 +211,37 @@ func (l *Ledger) ClientURL() string {
 		return ""
 	}
 	return l.srv.ClientURL()
+}
+
+// RedactURL is a NATS URL (or a comma-separated list of them) fit to show:
+// a password is replaced by "xxxxx", as net/url's Redacted does, and so is a
+// user without a password, which NATS takes as a token.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactOne works on the text rather than on a parsed URL, so that a URL
+// net/url cannot parse (a password with a "/" in it) is redacted too. NATS
+// URLs have no path, so everything up to the last "@" is user information.
+func redactOne(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	at := strings.LastIndex(s[start:], "@")
+	if at < 0 {
+		return s
+	}
+	at += start
+	user := "xxxxx"
+	if name, _, ok := strings.Cut(s[start:at], ":"); ok {
+		user = name + ":xxxxx"
+	}
+	return s[:start] + user + s[at:]
 }
 
 // LastSeq is the stream's last sequence: the position of the newest event.

@@ -113,7 +113,7 @@ func openLedgerCLI(ctx context.Context, f *ledgerFlags) (*eventlog.Ledger, strin
 	}
 	if cfg.NATSURL != "" {
 		l, err := eventlog.Open(ctx, cfg)
-		return l, "cluster " + cfg.NATSURL, err
+		return l, "cluster " + eventlog.RedactURL(cfg.NATSURL), err
 	}
 	if cfg.NATSListen != "" {
 		if conn, err := net.DialTimeout("tcp", cfg.NATSListen, 300*time.Millisecond); err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,8 @@ type Config struct {
 	NATSURL string
 	// NATSListen is the loopback address the embedded server also listens on,
 	// so the CLI and tools can reach a running instance. Empty means no
-	// listener.
+	// listener. Every client must present the token kept in the data
+	// directory (NATSToken).
 	NATSListen string
 	// Replicas is the replica count of the stream and buckets; 1 when
 	// embedded, usually 3 on a cluster.
@@ -42,6 +44,7 @@ type Config struct {
 type Ledger struct {
 	cfg      Config
 	srv      *server.Server // nil when external
+	token    string         // the embedded server's client token
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
@@ -114,38 +117,46 @@ func (l *Ledger) connect() error {
 		l.nc = nc
 		return nil
 	}
-	srv, err := startEmbedded(l.cfg)
+	if l.cfg.DataDir == "" {
+		return errors.New("embedded nats: no data directory")
+	}
+	token, err := ensureNATSToken(l.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	srv, err := startEmbedded(l.cfg, token)
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"), nats.Token(token))
 	if err != nil {
 		srv.Shutdown()
 		return fmt.Errorf("connect to embedded nats: %w", err)
 	}
-	l.srv, l.nc = srv, nc
+	l.srv, l.nc, l.token = srv, nc, token
 	return nil
 }
 
 // startEmbedded runs a nats-server with JetStream under the data directory.
-// Every write is synced before it is acknowledged: money is at stake.
-func startEmbedded(cfg Config) (*server.Server, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("embedded nats: no data directory")
-	}
+// Every write is synced before it is acknowledged: money is at stake. Every
+// client, in this process or on the loopback listener, must present token:
+// the ledger holds key hashes and money, and any local user can reach a
+// loopback port.
+func startEmbedded(cfg Config, token string) (*server.Server, error) {
 	storeDir := filepath.Join(cfg.DataDir, "jetstream")
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	opts := &server.Options{
-		ServerName: "giving-embedded",
-		JetStream:  true,
-		StoreDir:   storeDir,
-		SyncAlways: true,
-		NoSigs:     true,
-		NoLog:      true,
-		DontListen: true,
-		MaxPayload: 8 << 20,
+		Authorization: token,
+		ServerName:    "giving-embedded",
+		JetStream:     true,
+		StoreDir:      storeDir,
+		SyncAlways:    true,
+		NoSigs:        true,
+		NoLog:         true,
+		DontListen:    true,
+		MaxPayload:    8 << 20,
 	}
 	if cfg.NATSListen != "" {
 		host, port, err := splitHostPort(cfg.NATSListen)
@@ -201,8 +212,8 @@ func (l *Ledger) Stream() jetstream.Stream { return l.stream }
 func (l *Ledger) Embedded() bool { return l.srv != nil }
 
 // ClientURL is the address other processes can use to reach the embedded
-// server, or the configured NATS URL (with its credentials). Show it only
-// through RedactURL.
+// server (with its token), or the configured NATS URL (with its
+// credentials). Show it only through RedactURL.
 func (l *Ledger) ClientURL() string {
 	if l.srv == nil {
 		return l.cfg.NATSURL
@@ -210,7 +221,12 @@ func (l *Ledger) ClientURL() string {
 	if l.cfg.NATSListen == "" {
 		return ""
 	}
-	return l.srv.ClientURL()
+	u, err := url.Parse(l.srv.ClientURL())
+	if err != nil {
+		return ""
+	}
+	u.User = url.User(l.token)
+	return u.String()
 }
 
 // RedactURL is a NATS URL (or a comma-separated list of them) fit to show:

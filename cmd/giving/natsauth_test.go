@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,9 +11,40 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
+
+// A running instance's embedded NATS takes only clients with the token from
+// its data directory; the operator CLI finds it there.
+func TestEmbeddedNATSListenerNeedsToken(t *testing.T) {
+	ts := startStack(t, withNATSListen("127.0.0.1:0"))
+	u, err := url.Parse(ts.ledger.ClientURL())
+	if err != nil || u.User == nil {
+		t.Fatalf("client url: %v", err)
+	}
+	if nc, err := nats.Connect("nats://" + u.Host); err == nil {
+		nc.Close()
+		t.Fatal("a client without the token connected to the embedded NATS")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("without the token: %v", err)
+	}
+	_, pid := ts.partner(t)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"keys", "issue", "--partner", pid, "--json", "--data", ts.Dir, "--nats-listen", u.Host}, &out, &errOut); err != nil {
+		t.Fatalf("keys issue online: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), `"api_key":"sk_test_`) {
+		t.Fatalf("keys issue online: %s", out.String())
+	}
+	// Another data directory holds another token: the instance refuses it
+	// and the CLI says why.
+	err = run(context.Background(), []string{"keys", "issue", "--partner", pid, "--data", t.TempDir(), "--nats-listen", u.Host}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "running instance at nats://"+u.Host) || !strings.Contains(err.Error(), "does it serve --data") {
+		t.Fatalf("keys issue with the wrong data directory: %v", err)
+	}
+}
 
 // startPasswordNATS runs a nats-server with JetStream that wants a user and
 // password, as the deployed cluster does, and returns its host:port.

@@ -399,7 +399,8 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	if err != nil {
 		return "", err
 	}
-	// If this fails the done page creates it: the id is in the session.
+	// If this fails the sweeper (or a reload of the done page) creates it:
+	// the id is in the session.
 	if err := s.ensureEnrollment(ctx, after); err != nil {
 		logger(ctx).Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
 	}

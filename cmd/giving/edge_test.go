@@ -42,7 +42,7 @@ func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, 
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
 	steps := []func(cur *domain.Session, now time.Time) (*domain.Event, error){
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
-			return domain.Bind(cur, "browser", now)
+			return domain.Bind(cur, "", "browser", now)
 		},
 		domain.SendCode,
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
@@ -359,7 +359,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 		var s sessionResponse
 		c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
 		for _, step := range []func(cur *domain.Session, now time.Time) (*domain.Event, error){
-			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "b", now) },
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "", "b", now) },
 			domain.SendCode,
 			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
 				return domain.CheckCode(cur, true, now)

@@ -29,11 +29,11 @@ type control struct {
 	mu  sync.Mutex // one rebuild at a time
 
 	// ctx ends when the instance stops, abandoning a rebuild; stop waits
-	// for the rebuilds (wg) before the stack closes the projection file
-	// and the ledger under them.
+	// for the rebuilds before the stack closes the projection file and the
+	// ledger under them.
 	ctx      context.Context
 	cancel   context.CancelFunc
-	runMu    sync.Mutex // guards stopped against wg.Add after stop
+	runMu    sync.Mutex // orders rebuilds.Add before stop's Wait
 	stopped  bool
 	rebuilds sync.WaitGroup
 }

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"crypto/subtle"
 	"time"
 )
 
@@ -257,11 +258,16 @@ var (
 	ErrNoCode        = Errorf(KindInvalid, "no-code", "Ask for a code first.")
 )
 
-// Bind decides binding the session to a browser. The first browser wins;
-// the same browser again changes nothing; any other gets ErrLinkUsed.
-func Bind(s *Session, bindingHash string, now time.Time) (*Event, error) {
+// Bind decides binding the session to a browser. held is the hash of the
+// binding secret the browser presents ("" for none), fresh the hash of a new
+// one. The first browser wins and is bound with fresh; the browser
+// presenting the bound secret changes nothing, whichever instance it reaches
+// (one whose read model has not seen the binding yet decides on the session
+// as the ledger holds it); any other gets ErrLinkUsed. A presented secret
+// never creates a binding, so no browser chooses its own.
+func Bind(s *Session, held, fresh string, now time.Time) (*Event, error) {
 	if s.BindingHash != "" {
-		if s.BindingHash == bindingHash {
+		if held != "" && subtle.ConstantTimeCompare([]byte(s.BindingHash), []byte(held)) == 1 {
 			return nil, nil
 		}
 		return nil, ErrLinkUsed
@@ -269,7 +275,7 @@ func Bind(s *Session, bindingHash string, now time.Time) (*Event, error) {
 	if err := s.open(now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &SessionOpened{BindingHash: bindingHash})
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &SessionOpened{BindingHash: fresh})
 	return &ev, nil
 }
 

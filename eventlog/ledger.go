@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,11 +26,12 @@ type Config struct {
 	// DataDir holds the embedded server's store. Unused with NATSURL.
 	DataDir string
 	// NATSURL points at an external NATS server or cluster. Empty means
-	// embedded.
+	// embedded. It may hold credentials: show it only through RedactURL.
 	NATSURL string
 	// NATSListen is the loopback address the embedded server also listens on,
 	// so the CLI and tools can reach a running instance. Empty means no
-	// listener.
+	// listener. Every client must present the token kept in the data
+	// directory (NATSToken).
 	NATSListen string
 	// Replicas is the replica count of the stream and buckets; 1 when
 	// embedded, usually 3 on a cluster.
@@ -42,6 +44,7 @@ type Config struct {
 type Ledger struct {
 	cfg      Config
 	srv      *server.Server // nil when external
+	token    string         // the embedded server's client token
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
@@ -114,43 +117,51 @@ func (l *Ledger) connect() error {
 	if l.cfg.NATSURL != "" {
 		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name("giving"), nats.MaxReconnects(-1))
 		if err != nil {
-			return fmt.Errorf("connect to nats %s: %w", l.cfg.NATSURL, err)
+			return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
 		}
 		l.nc = nc
 		return nil
 	}
-	srv, err := startEmbedded(l.cfg)
+	if l.cfg.DataDir == "" {
+		return errors.New("embedded nats: no data directory")
+	}
+	token, err := ensureNATSToken(l.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	srv, err := startEmbedded(l.cfg, token)
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"), nats.Token(token))
 	if err != nil {
 		srv.Shutdown()
 		return fmt.Errorf("connect to embedded nats: %w", err)
 	}
-	l.srv, l.nc = srv, nc
+	l.srv, l.nc, l.token = srv, nc, token
 	return nil
 }
 
 // startEmbedded runs a nats-server with JetStream under the data directory.
-// Every write is synced before it is acknowledged: money is at stake.
-func startEmbedded(cfg Config) (*server.Server, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("embedded nats: no data directory")
-	}
+// Every write is synced before it is acknowledged: money is at stake. Every
+// client, in this process or on the loopback listener, must present token:
+// the ledger holds key hashes and money, and any local user can reach a
+// loopback port.
+func startEmbedded(cfg Config, token string) (*server.Server, error) {
 	storeDir := filepath.Join(cfg.DataDir, "jetstream")
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	opts := &server.Options{
-		ServerName: "giving-embedded",
-		JetStream:  true,
-		StoreDir:   storeDir,
-		SyncAlways: true,
-		NoSigs:     true,
-		NoLog:      true,
-		DontListen: true,
-		MaxPayload: 8 << 20,
+		Authorization: token,
+		ServerName:    "giving-embedded",
+		JetStream:     true,
+		StoreDir:      storeDir,
+		SyncAlways:    true,
+		NoSigs:        true,
+		NoLog:         true,
+		DontListen:    true,
+		MaxPayload:    8 << 20,
 	}
 	if cfg.NATSListen != "" {
 		host, port, err := splitHostPort(cfg.NATSListen)
@@ -206,7 +217,8 @@ func (l *Ledger) Stream() jetstream.Stream { return l.stream }
 func (l *Ledger) Embedded() bool { return l.srv != nil }
 
 // ClientURL is the address other processes can use to reach the embedded
-// server, or the configured NATS URL.
+// server (with its token), or the configured NATS URL (with its
+// credentials). Show it only through RedactURL.
 func (l *Ledger) ClientURL() string {
 	if l.srv == nil {
 		return l.cfg.NATSURL
@@ -214,7 +226,43 @@ func (l *Ledger) ClientURL() string {
 	if l.cfg.NATSListen == "" {
 		return ""
 	}
-	return l.srv.ClientURL()
+	u, err := url.Parse(l.srv.ClientURL())
+	if err != nil {
+		return ""
+	}
+	u.User = url.User(l.token)
+	return u.String()
+}
+
+// RedactURL is a NATS URL (or a comma-separated list of them) fit to show:
+// a password is replaced by "xxxxx", as net/url's Redacted does, and so is a
+// user without a password, which NATS takes as a token.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactOne works on the text rather than on a parsed URL, so that a URL
+// net/url cannot parse (a password with a "/" in it) is redacted too. NATS
+// URLs have no path, so everything up to the last "@" is user information.
+func redactOne(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	at := strings.LastIndex(s[start:], "@")
+	if at < 0 {
+		return s
+	}
+	at += start
+	user := "xxxxx"
+	if name, _, ok := strings.Cut(s[start:at], ":"); ok {
+		user = name + ":xxxxx"
+	}
+	return s[:start] + user + s[at:]
 }
 
 // LastSeq is the stream's last sequence: the position of the newest event.

@@ -41,44 +41,97 @@ func LoadSecrets(configured, dataDir string) (*Secrets, error) {
 	if dataDir == "" {
 		return nil, errors.New("master key: neither configured nor a data directory to keep one in")
 	}
-	path := filepath.Join(dataDir, masterKeyFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return createMasterKey(path)
-	}
+	key, err := keyFile(filepath.Join(dataDir, masterKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
-	}
-	key, err := decodeKey(strings.TrimSpace(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("master key %s: %w", path, err)
 	}
 	return &Secrets{master: key}, nil
 }
 
-func createMasterKey(path string) (*Secrets, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+// NATSTokenFile is where the embedded NATS server keeps the token every
+// client must present.
+const NATSTokenFile = "nats.token"
+
+// NATSToken returns the token the embedded NATS server serving dataDir
+// requires of its clients. Like the master key, it is for whoever may read
+// the data directory: the service and the operator CLI. The server makes it
+// on its first start (ensureNATSToken); before that there is none.
+func NATSToken(dataDir string) (string, error) {
+	key, err := readKeyFile(filepath.Join(dataDir, NATSTokenFile))
+	if err != nil {
+		return "", fmt.Errorf("nats token: %w", err)
+	}
+	return hex.EncodeToString(key), nil
+}
+
+// ensureNATSToken returns the data directory's NATS token, generating it
+// there with mode 0600 on first use.
+func ensureNATSToken(dataDir string) (string, error) {
+	if dataDir == "" {
+		return "", errors.New("nats token: no data directory to keep one in")
+	}
+	key, err := keyFile(filepath.Join(dataDir, NATSTokenFile))
+	if err != nil {
+		return "", fmt.Errorf("nats token: %w", err)
+	}
+	return hex.EncodeToString(key), nil
+}
+
+// keyFile reads the 32-byte key kept at path, generating it there on first
+// use: readable by the owner only, and complete before it appears, so
+// processes starting at once agree on one key and never read half of it.
+func keyFile(path string) ([]byte, error) {
+	key, err := readKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return createKeyFile(path)
+	}
+	return key, err
+}
+
+// readKeyFile reads the 32-byte key kept at path.
+func readKeyFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := decodeKey(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
+}
+
+func createKeyFile(path string) ([]byte, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		// Another process created it first; use theirs.
-		return LoadSecrets("", filepath.Dir(path))
-	}
+	// Written in full under a temporary name (CreateTemp makes it 0600),
+	// then linked into place, which fails if another process was first.
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return nil, err
 	}
+	defer os.Remove(f.Name())
 	_, werr := f.WriteString(hex.EncodeToString(key) + "\n")
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return nil, err
 	}
-	return &Secrets{master: key}, nil
+	err = os.Link(f.Name(), path)
+	if errors.Is(err, fs.ErrExist) {
+		// Another process created it first; use theirs.
+		return keyFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return key, nil
 }
 
 func decodeKey(s string) ([]byte, error) {

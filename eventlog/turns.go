@@ -51,3 +51,12 @@ func (t *turns) drop(aggregate string, tu *turn) {
 		delete(t.m, aggregate)
 	}
 }
+
+// Turn waits for key's turn among this process's callers and returns its
+// release. It is for a rule that spans aggregates, which the ledger's
+// per-aggregate check cannot enforce (how many endpoints a partner has):
+// name the key for what the rule covers, such as a Subjects filter, and take
+// it before running the commands it guards.
+func (l *Ledger) Turn(ctx context.Context, key string) (func(), error) {
+	return l.turns.take(ctx, "turn:"+key)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,9 +114,10 @@ var errInvalidFeedCursor = domain.Errorf(domain.KindInvalid, ProblemInvalidCurso
 	"since_cursor was not issued by this service to this partner, or was altered. Pass a next_cursor exactly as returned, or omit since_cursor to start from the first event.")
 
 // feedTypes reads the type parameter: one event type or several separated
-// by commas (the parameter may also repeat). Only public types are accepted;
-// internal ones are reported as unknown, like any other name. Asking for
-// every public type is the same as asking for none.
+// by commas (the parameter may also repeat). Only the feed's types
+// (domain.PublicEventTypes) are accepted; internal ones and the test
+// delivery's, which is never stored, are reported as unknown, like any other
+// name. Asking for every feed type is the same as asking for none.
 func feedTypes(vals []string, v *domain.Validation) []string {
 	if strings.TrimSpace(strings.Join(vals, "")) == "" {
 		return nil
@@ -131,7 +133,7 @@ func feedTypes(vals []string, v *domain.Validation) []string {
 				seen[""] = true
 				v.Add("type", "holds an empty event type; separate types with single commas")
 			case t == "":
-			case !known || !spec.Public:
+			case !known || !spec.Public || spec.TestOnly:
 				v.Add("type", "%q is not an event type; the event types are %s", t, strings.Join(domain.PublicEventTypes(), ", "))
 			case !seen[t]:
 				seen[t] = true
@@ -139,10 +141,10 @@ func feedTypes(vals []string, v *domain.Validation) []string {
 			}
 		}
 	}
-	if len(out) == len(domain.PublicEventTypes()) {
+	sort.Strings(out)
+	if slices.Equal(out, domain.PublicEventTypes()) {
 		return nil
 	}
-	sort.Strings(out)
 	return out
 }
 

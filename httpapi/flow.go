@@ -138,9 +138,14 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 		s.renderFlow(w, r, flowUsedPage())
 		return "", false
 	}
-	secret := randomSecret()
+	// This instance shows no binding, but another may have bound the
+	// session to this very browser before these projections applied it:
+	// the decision is made on the session as the ledger holds it, with the
+	// secret the browser already holds, if any.
+	_, heldHash := heldSecret(r)
+	fresh := randomSecret()
 	after, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Bind(cur, domain.HashKey(secret), now)
+		return domain.Bind(cur, heldHash, domain.HashKey(fresh), now)
 	})
 	switch {
 	case errors.Is(err, domain.ErrLinkUsed):
@@ -154,22 +159,35 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 		return "", false
 	}
 	*sess = after
+	if secret, ok := boundSecret(r, after); ok {
+		return secret, true // recognised: bound elsewhere to this browser
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: flowCookie, Value: secret, Path: "/flow/" + token,
+		Name: flowCookie, Value: fresh, Path: "/flow/" + token,
 		Expires: sess.ExpiresAt, MaxAge: int(sess.ExpiresAt.Sub(now) / time.Second),
 		HttpOnly: true, Secure: strings.HasPrefix(s.cfg.PublicURL, "https://"), SameSite: http.SameSiteLaxMode,
 	})
-	return secret, true
+	return fresh, true
+}
+
+// heldSecret is the binding secret the browser presents and its hash, or
+// two empty strings.
+func heldSecret(r *http.Request) (string, string) {
+	c, err := r.Cookie(flowCookie)
+	if err != nil || c.Value == "" {
+		return "", ""
+	}
+	return c.Value, domain.HashKey(c.Value)
 }
 
 // boundSecret returns the browser's binding secret when it is the one the
 // session is bound to.
 func boundSecret(r *http.Request, sess domain.Session) (string, bool) {
-	c, err := r.Cookie(flowCookie)
-	if err != nil || sess.BindingHash == "" {
+	secret, hash := heldSecret(r)
+	if secret == "" || sess.BindingHash == "" {
 		return "", false
 	}
-	return c.Value, hmac.Equal([]byte(domain.HashKey(c.Value)), []byte(sess.BindingHash))
+	return secret, hmac.Equal([]byte(hash), []byte(sess.BindingHash))
 }
 
 func randomSecret() string {
@@ -221,6 +239,15 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			return
 		}
 		secret, ok := boundSecret(r, sess)
+		if held, _ := heldSecret(r); !ok && held != "" && sess.BindingHash == "" {
+			// This instance may not have applied the binding yet: check
+			// the browser against the session as the ledger holds it.
+			if sess, err = s.ledgerSession(r.Context(), sess); err != nil {
+				s.flowFail(w, r, err)
+				return
+			}
+			secret, ok = boundSecret(r, sess)
+		}
 		if !ok {
 			s.renderFlow(w, r, flowUsedPage())
 			return
@@ -399,7 +426,8 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	if err != nil {
 		return "", err
 	}
-	// If this fails the done page creates it: the id is in the session.
+	// If this fails the sweeper (or a reload of the done page) creates it:
+	// the id is in the session.
 	if err := s.ensureEnrollment(ctx, after); err != nil {
 		logger(ctx).Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
 	}
@@ -422,6 +450,12 @@ func findProvider(list []domain.PayrollProvider, id string) (domain.PayrollProvi
 		}
 	}
 	return domain.PayrollProvider{}, false
+}
+
+// ledgerSession loads a session from the ledger, which may be ahead of the
+// local projections.
+func (s *Server) ledgerSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
+	return s.sessionCommand(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
 }
 
 // flowCommand runs a decision on the request's session.

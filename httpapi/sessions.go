@@ -282,8 +282,10 @@ func (s *Server) ensureEnrollment(ctx context.Context, sess domain.Session) erro
 }
 
 // SweepSessions expires open sessions whose url ran out, emitting
-// donor_session.expired for each, until ctx ends. Every instance may sweep:
-// the expiry is a conditional append, so only one of them records it.
+// donor_session.expired for each, and creates the enrollments that completed
+// sessions lack, until ctx ends. Every instance may sweep: the expiry is a
+// conditional append, and an enrollment is created under the id its session
+// names, once, so only one of them records each.
 func (s *Server) SweepSessions(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -305,6 +307,33 @@ func (s *Server) SweepSessions(ctx context.Context, every time.Duration) {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("session expiry")
 			}
+		}
+		s.sweepEnrollments(ctx)
+	}
+}
+
+// enrollmentGrace is how long a completed session goes without its
+// enrollment before the sweeper creates it: the flow creates it right after
+// the completion and should be the one to.
+const enrollmentGrace = 5 * time.Second
+
+// sweepEnrollments creates the enrollment of every session that completed
+// more than enrollmentGrace ago without one. The flow creates it right after
+// the completion, but if that fails (the ledger out of reach, the process
+// stopping) nothing else would until the donor reloads the done page.
+func (s *Server) sweepEnrollments(ctx context.Context) {
+	due, err := s.store.UnenrolledSessions(s.now().Add(-enrollmentGrace), 500)
+	if err != nil {
+		s.log.Error().Err(err).Msg("enrollment sweep")
+		return
+	}
+	for _, ref := range due {
+		sess, ok, err := s.store.Session(ref.PartnerID, ref.SessionID)
+		if err == nil && ok {
+			err = s.ensureEnrollment(ctx, sess)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("enrollment creation")
 		}
 	}
 }

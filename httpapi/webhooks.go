@@ -81,20 +81,25 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pid := partnerID(r)
-	existing, _, _, err := s.store.WebhookEndpoints(pid, nil, 0)
+	// The limit spans the partner's endpoints, each its own aggregate:
+	// creates take turns per partner, and each counts once the projections
+	// hold every endpoint event of the partner in the ledger.
+	release, err := s.ledger.Turn(r.Context(), s.endpointEvents(pid))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if len(existing) >= domain.MaxWebhookEndpoints {
-		writeError(w, r, domain.Errorf(domain.KindConflict, "conflict", "A partner has at most %d webhook endpoints; delete one first.", domain.MaxWebhookEndpoints))
-		return
-	}
+	defer release()
 	id := domain.NewID(domain.PrefixEndpoint)
 	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
 	out, err := s.execute(r, 0, eventlog.Command{
 		Partner: pid, Aggregate: id,
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
+			// Counted here, after a crash-takeover recall found nothing:
+			// a recalled creation answers as it did, limit or not.
+			if err := s.endpointRoom(ctx, pid); err != nil {
+				return nil, err
+			}
 			ep := loadEndpoint(h)
 			ev, err := domain.CreateWebhookEndpoint(&ep, domain.NewWebhookEndpoint{
 				ID: id, PartnerID: pid, URL: u, EventTypes: types, SealedSecret: sealed,
@@ -121,6 +126,37 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, createdEndpointView{endpointView: viewEndpoint(ep), Secret: string(secret)})
+}
+
+// endpointEvents matches every event about the partner's endpoints.
+func (s *Server) endpointEvents(pid string) string {
+	return s.ledger.Subjects().Noun(pid, "webhook_endpoint")
+}
+
+// endpointRoom refuses a new endpoint when the partner has
+// MaxWebhookEndpoints. The caller holds the partner's endpoint turn, so in
+// this process no create runs between the count and the append; the count
+// waits until the projections hold the newest endpoint event the ledger has
+// for the partner, so it includes the creates of other instances that came
+// before. Two instances creating a partner's last endpoint at the same
+// moment can still both pass: the ledger's check is per aggregate, and each
+// endpoint is its own.
+func (s *Server) endpointRoom(ctx context.Context, pid string) error {
+	last, err := s.ledger.LastOf(ctx, s.endpointEvents(pid))
+	if err != nil {
+		return err
+	}
+	if err := s.waitApplied(ctx, last); err != nil {
+		return err
+	}
+	existing, _, _, err := s.store.WebhookEndpoints(pid, nil, 0)
+	if err != nil {
+		return err
+	}
+	if len(existing) >= domain.MaxWebhookEndpoints {
+		return domain.Errorf(domain.KindConflict, "conflict", "A partner has at most %d webhook endpoints; delete one first.", domain.MaxWebhookEndpoints)
+	}
+	return nil
 }
 
 func loadEndpoint(h eventlog.History) domain.WebhookEndpoint {

@@ -50,6 +50,9 @@ func applyEnrollment(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 			return err
 		}
 		e.DonorID = s.DonorID
+		if err := tx.Bucket(bucketUnenrolled).Delete(sessionKey(ev.PartnerID, created.DonorSessionID)); err != nil {
+			return err
+		}
 		order := tx.Bucket(bucketEnrollmentOrder)
 		seq := u64(rec.Seq)
 		if err := order.Put(append(orderPrefix(ev.PartnerID, ""), seq...), []byte(e.ID)); err != nil {

@@ -125,11 +125,19 @@ type Progress func(applied, total uint64)
 
 // Rebuild replays the whole ledger into a new file next to the live one,
 // then stops the follow loop, swaps the new file in atomically and lets the
-// loop resume from the new file's checkpoint.
-func (p *Projector) Rebuild(ctx context.Context, progress Progress) error {
+// loop resume from the new file's checkpoint. When it fails or ctx ends
+// first, it removes the new file and leaves the live one as it was.
+func (p *Projector) Rebuild(ctx context.Context, progress Progress) (err error) {
 	p.rebuildMu.Lock()
 	defer p.rebuildMu.Unlock()
 	tmp := p.store.Path() + ".rebuild"
+	defer func() {
+		if err != nil {
+			if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("rebuild: %w", rmErr))
+			}
+		}
+	}()
 	if err := BuildFile(ctx, p.ledger, tmp, progress); err != nil {
 		return err
 	}

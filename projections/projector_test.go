@@ -2,7 +2,10 @@ package projections_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -252,5 +255,47 @@ func TestRebuildWhileFollowing(t *testing.T) {
 	catchUp(t, p)
 	if len(dump(t, store)["churches"]) != 12 {
 		t.Fatal("the loop does not follow the swapped file")
+	}
+}
+
+// A rebuild whose context ends (the instance is stopping) gives up cleanly:
+// no half-built file is left, the live file is unchanged and still followed.
+func TestRebuildAbandonedOnCancel(t *testing.T) {
+	l := eventlogtest.Open(t, domain.Sandbox)
+	path := filepath.Join(t.TempDir(), "p.db")
+	store := openStore(t, path)
+	defer store.Close()
+	p, stop := runProjector(t, l, store)
+	defer stop()
+	workload(t, l, 1)
+	catchUp(t, p)
+	before := dump(t, store)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	midway, cancelMidway := context.WithCancel(context.Background())
+	defer cancelMidway()
+	for name, tc := range map[string]struct {
+		ctx      context.Context
+		progress projections.Progress
+	}{
+		"before it starts": {cancelled, nil},
+		"while it builds":  {midway, func(uint64, uint64) { cancelMidway() }},
+	} {
+		err := p.Rebuild(tc.ctx, tc.progress)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: rebuild returned %v, want context.Canceled", name, err)
+		}
+		if _, err := os.Stat(path + ".rebuild"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: the abandoned rebuild left its file behind (%v)", name, err)
+		}
+		if !reflect.DeepEqual(dump(t, store), before) {
+			t.Fatalf("%s: the abandoned rebuild changed the live file", name)
+		}
+	}
+	workload(t, l, 2)
+	catchUp(t, p)
+	if len(dump(t, store)["churches"]) != 12 {
+		t.Fatal("the loop does not follow the live file after an abandoned rebuild")
 	}
 }

@@ -23,6 +23,11 @@ var (
 	// bucketDonorSessions holds "<partner>/<donor id>/<session id>", so a
 	// vendor's identity result for a donor finds their sessions.
 	bucketDonorSessions = bucket("donor_sessions")
+	// bucketUnenrolled holds "<partner>/<session id>" → completion time
+	// (unix ms) for completed sessions whose enrollment.created has not
+	// been applied yet, so the sweeper finds the ones whose enrollment
+	// creation failed without a scan of every session.
+	bucketUnenrolled = bucket("sessions_unenrolled")
 )
 
 func init() {
@@ -59,6 +64,11 @@ func applySession(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 			return err
 		}
 		if err := tx.Bucket(bucketDonorSessions).Put([]byte(s.PartnerID+"/"+s.DonorID+"/"+s.ID), nil); err != nil {
+			return err
+		}
+	}
+	if _, ok := ev.Payload.(*domain.DonorSessionCompleted); ok {
+		if err := tx.Bucket(bucketUnenrolled).Put(key, u64(uint64(ev.OccurredAt.UnixMilli()))); err != nil {
 			return err
 		}
 	}
@@ -116,6 +126,26 @@ func (s *Store) DueSessions(now time.Time, limit int) ([]SessionRef, error) {
 		c := tx.Bucket(bucketSessionExpiry).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k[:8], end) <= 0; k, _ = c.Next() {
 			partner, id, _ := strings.Cut(string(k[8:]), "/")
+			out = append(out, SessionRef{PartnerID: partner, SessionID: id})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// UnenrolledSessions lists completed sessions whose enrollment does not
+// exist yet and that completed at or before completedBy, at most limit of
+// them.
+func (s *Store) UnenrolledSessions(completedBy time.Time, limit int) ([]SessionRef, error) {
+	var out []SessionRef
+	by := uint64(completedBy.UnixMilli())
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUnenrolled).Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(v) == 8 && binary.BigEndian.Uint64(v) > by {
+				continue
+			}
+			partner, id, _ := strings.Cut(string(k), "/")
 			out = append(out, SessionRef{PartnerID: partner, SessionID: id})
 		}
 		return nil

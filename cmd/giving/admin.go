@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -104,8 +105,9 @@ func findKey(ctx context.Context, l *eventlog.Ledger, prefix string) (partnerID,
 }
 
 // openLedgerCLI reaches the ledger for an operator command: the configured
-// cluster, else a running instance's embedded server on --nats-listen, else
-// the data directory directly (starting NATS in this process).
+// cluster, else a running instance's embedded server on --nats-listen (with
+// the token kept in the data directory it serves), else the data directory
+// directly (starting NATS in this process).
 func openLedgerCLI(ctx context.Context, f *ledgerFlags) (*eventlog.Ledger, string, error) {
 	cfg, err := f.config()
 	if err != nil {
@@ -113,14 +115,22 @@ func openLedgerCLI(ctx context.Context, f *ledgerFlags) (*eventlog.Ledger, strin
 	}
 	if cfg.NATSURL != "" {
 		l, err := eventlog.Open(ctx, cfg)
-		return l, "cluster " + cfg.NATSURL, err
+		return l, "cluster " + eventlog.RedactURL(cfg.NATSURL), err
 	}
 	if cfg.NATSListen != "" {
 		if conn, err := net.DialTimeout("tcp", cfg.NATSListen, 300*time.Millisecond); err == nil {
 			conn.Close()
-			cfg.NATSURL = "nats://" + cfg.NATSListen
+			at := "running instance at nats://" + cfg.NATSListen
+			token, err := eventlog.NATSToken(cfg.DataDir)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w (does it serve --data %s?)", at, err, cfg.DataDir)
+			}
+			cfg.NATSURL = (&url.URL{Scheme: "nats", User: url.User(token), Host: cfg.NATSListen}).String()
 			l, err := eventlog.Open(ctx, cfg)
-			return l, "running instance at " + cfg.NATSURL, err
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w (does it serve --data %s?)", at, err, cfg.DataDir)
+			}
+			return l, at, nil
 		}
 	}
 	cfg.NATSListen = ""

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
@@ -98,6 +99,7 @@ type server struct {
 	cmd    *exec.Cmd
 	URL    string
 	NATS   string // the --nats-listen address operator commands use
+	Dir    string // the data directory, which holds the NATS token
 	Stdout *syncBuffer
 	Stderr *syncBuffer
 	done   chan struct{}
@@ -111,7 +113,7 @@ func startServer(t *testing.T, dataDir string, env []string, args ...string) *se
 	args = append([]string{"serve", "--data", dataDir, "--addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(givingBinary(t), args...)
 	cmd.Env = cleanEnv(env...)
-	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{cmd: cmd, Dir: dataDir, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, s.Stderr
 	if err := cmd.Start(); err != nil {
@@ -139,13 +141,25 @@ func startServer(t *testing.T, dataDir string, env []string, args ...string) *se
 			if _, url, ok := strings.Cut(line, " stack listening on "); ok {
 				s.URL = strings.TrimSpace(url)
 			}
-			if _, url, ok := strings.Cut(line, "embedded NATS for operator commands: "); ok {
-				s.NATS = strings.TrimPrefix(strings.TrimSpace(url), "nats://")
+			// The token never shows: "nats://xxxxx@127.0.0.1:port (token in ...)".
+			if _, url, ok := strings.Cut(line, "embedded NATS for operator commands: nats://xxxxx@"); ok {
+				s.NATS, _, _ = strings.Cut(url, " ")
 			}
 		}
 		return s.URL != "" && s.NATS != ""
 	})
 	return s
+}
+
+// natsURL is the address, with the token, a test connects to the server's
+// embedded NATS at.
+func (s *server) natsURL(t *testing.T) string {
+	t.Helper()
+	token, err := eventlog.NATSToken(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "nats://" + token + "@" + s.NATS
 }
 
 // kill stops the process at once, as a crash would.

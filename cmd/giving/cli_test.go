@@ -99,7 +99,9 @@ func TestCLIOfflineThenServe(t *testing.T) {
 func TestCLIOnlineAgainstRunningServer(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServer(t, dir, nil)
-	online := []string{"GIVING_NATS_LISTEN=" + srv.NATS}
+	// The CLI reaches the running server with the NATS token from the data
+	// directory the server uses.
+	online := []string{"GIVING_NATS_LISTEN=" + srv.NATS, "GIVING_DATA=" + dir}
 
 	r := runCLI(t, online, "partners", "create", "--name", "Online Partner", "--redirect-origin", "https://a.example")
 	if r.Code != 0 || !strings.Contains(r.Stderr, "via running instance at nats://"+srv.NATS) {
@@ -252,7 +254,7 @@ func TestReplayOfflineAndOnline(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	r := runCLI(t, []string{"GIVING_NATS_LISTEN=" + srv.NATS}, "replay")
+	r := runCLI(t, []string{"GIVING_NATS_LISTEN=" + srv.NATS, "GIVING_DATA=" + dir}, "replay")
 	close(stop)
 	wg.Wait()
 	if r.Code != 0 || !strings.Contains(r.Stdout, "rebuilt up to sequence") {

@@ -27,6 +27,15 @@ type control struct {
 
 	sub *nats.Subscription
 	mu  sync.Mutex // one rebuild at a time
+
+	// ctx ends when the instance stops, abandoning a rebuild; stop waits
+	// for the rebuilds before the stack closes the projection file and the
+	// ledger under them.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	runMu    sync.Mutex // orders rebuilds.Add before stop's Wait
+	stopped  bool
+	rebuilds sync.WaitGroup
 }
 
 func replaySubject(env domain.Environment) string { return "giving.control." + string(env) + ".replay" }
@@ -41,6 +50,7 @@ type replayReport struct {
 }
 
 func (c *control) listen() error {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	sub, err := c.ledger.Conn().Subscribe(replaySubject(c.ledger.Env()), c.replay)
 	if err != nil {
 		return fmt.Errorf("control: %w", err)
@@ -49,17 +59,33 @@ func (c *control) listen() error {
 	return nil
 }
 
+// stop takes no more requests, abandons a rebuild under way and waits
+// until it has let go of the files.
 func (c *control) stop() {
 	if c.sub != nil {
 		_ = c.sub.Unsubscribe()
 	}
+	c.runMu.Lock()
+	c.stopped = true
+	c.runMu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.rebuilds.Wait()
 }
 
 func (c *control) replay(msg *nats.Msg) {
 	if msg.Reply == "" {
 		return
 	}
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.rebuilds.Add(1)
 	go func() {
+		defer c.rebuilds.Done()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		send := func(r replayReport) {
@@ -69,7 +95,7 @@ func (c *control) replay(msg *nats.Msg) {
 		}
 		var last time.Time
 		var final replayReport
-		err := c.projector.Rebuild(context.Background(), func(applied, total uint64) {
+		err := c.projector.Rebuild(c.ctx, func(applied, total uint64) {
 			final.Applied, final.Total = applied, total
 			if time.Since(last) > 200*time.Millisecond {
 				last = time.Now()
@@ -77,7 +103,11 @@ func (c *control) replay(msg *nats.Msg) {
 			}
 		})
 		final.Done = true
-		if err != nil {
+		switch {
+		case err != nil && c.ctx.Err() != nil:
+			c.log.Warn().Err(err).Msg("replay abandoned: the instance is stopping")
+			final.Error = "the instance stopped before the rebuild finished; its projection file is unchanged"
+		case err != nil:
 			c.log.Error().Err(err).Msg("replay failed")
 			final.Error = err.Error()
 		}

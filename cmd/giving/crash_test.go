@@ -268,7 +268,7 @@ func retryUntilFinal(base, apiKey string, job *importJob) ([]byte, error) {
 // run again.
 func logUnanswered(t *testing.T, srv *server, partner string, jobs []*importJob) {
 	t.Helper()
-	l, err := eventlog.Open(context.Background(), eventlog.Config{Env: domain.Sandbox, NATSURL: "nats://" + srv.NATS})
+	l, err := eventlog.Open(context.Background(), eventlog.Config{Env: domain.Sandbox, NATSURL: srv.natsURL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,30 @@ import (
 // command helper, as the hosted flow would, and returns the enrollment id.
 func enroll(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, phone string) (sessionID, enrollmentID string) {
 	t.Helper()
+	final := completeSession(t, ts, c, partnerID, church, phone)
+	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{
+		Partner: partnerID, Aggregate: final.EnrollmentID,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			var e domain.Enrollment
+			ev, err := domain.CreateEnrollment(&e, final.EnrollmentFor(), time.Now())
+			return &ev, err
+		},
+	}); err != nil {
+		t.Fatalf("create enrollment: %v", err)
+	}
+	ts.waitProjected(t)
+	return final.ID, final.EnrollmentID
+}
+
+// completeSession drives a new donor session through every flow decision up
+// to its completion, and returns it: the enrollment it names is not created.
+func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, phone string) domain.Session {
+	t.Helper()
 	var s sessionResponse
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
 	steps := []func(cur *domain.Session, now time.Time) (*domain.Event, error){
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
-			return domain.Bind(cur, "browser", now)
+			return domain.Bind(cur, "", "browser", now)
 		},
 		domain.SendCode,
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
@@ -60,18 +79,7 @@ func enroll(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, p
 			t.Fatalf("flow step: %v", err)
 		}
 	}
-	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{
-		Partner: partnerID, Aggregate: final.EnrollmentID,
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			var e domain.Enrollment
-			ev, err := domain.CreateEnrollment(&e, final.EnrollmentFor(), time.Now())
-			return &ev, err
-		},
-	}); err != nil {
-		t.Fatalf("create enrollment: %v", err)
-	}
-	ts.waitProjected(t)
-	return s.ID, final.EnrollmentID
+	return final
 }
 
 // countEvents counts the ledger's events of one type.
@@ -351,7 +359,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 		var s sessionResponse
 		c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, "pct", "3", "https://partner.example/"), nil).JSON(t, &s)
 		for _, step := range []func(cur *domain.Session, now time.Time) (*domain.Event, error){
-			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "b", now) },
+			func(cur *domain.Session, now time.Time) (*domain.Event, error) { return domain.Bind(cur, "", "b", now) },
 			domain.SendCode,
 			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
 				return domain.CheckCode(cur, true, now)

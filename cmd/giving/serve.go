@@ -148,8 +148,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 
 	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
-	if url := st.ledger.ClientURL(); url != "" {
-		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s\n", url)
+	if url := st.ledger.ClientURL(); st.ledger.Embedded() && url != "" {
+		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s (token in %s)\n",
+			eventlog.RedactURL(url), filepath.Join(f.ledger.data, eventlog.NATSTokenFile))
 	}
 	if f.demo {
 		if err := printDemo(ctx, st.ledger, f.ledger.data, public, stdout); err != nil {

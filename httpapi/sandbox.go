@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -43,93 +44,89 @@ func required(v *domain.Validation, pairs ...string) {
 	}
 }
 
-func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		EnrollmentID string `json:"enrollment_id"`
-		ChurchID     string `json:"church_id"`
-	}
+// simulate runs one simulator request: decode it, check its fields (check
+// returns the church it names), refuse a church that is not the caller's
+// (404, nothing sent), send the vendor webhook, and answer with the edge's
+// status code, or 502 when the edge could not be reached.
+func simulate[T any](s *Server, w http.ResponseWriter, r *http.Request, check func(*T, *domain.Validation) string, send func(context.Context, *T) (int, any, error)) {
+	var req T
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	var v domain.Validation
-	required(&v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID)
+	church := check(&req, &v)
 	if err := v.Err(); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.ownChurch(r, req.ChurchID); err != nil {
+	if err := s.ownChurch(r, church); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	code, err := s.simulator.PayrollConnected(r.Context(), req.EnrollmentID, req.ChurchID)
-	s.answerSimulation(w, r, code, err, nil)
-}
-
-func (s *Server) simulateDeposit(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ChurchID   string          `json:"church_id"`
-		AccountRef string          `json:"account_ref"`
-		Amount     json.RawMessage `json:"amount"`
-		Trace      string          `json:"trace"`
-	}
-	if err := decodeJSON(r, &req); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var v domain.Validation
-	required(&v, "church_id", req.ChurchID, "account_ref", req.AccountRef)
-	if len(req.Amount) == 0 || string(req.Amount) == "null" {
-		v.Add("amount", "is required")
-	}
-	if err := v.Err(); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := s.ownChurch(r, req.ChurchID); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	res, err := s.simulator.Deposit(r.Context(), simulators.Deposit{ChurchID: req.ChurchID, AccountRef: req.AccountRef, Amount: req.Amount, Trace: req.Trace})
-	s.answerSimulation(w, r, res.StatusCode, err, map[string]string{"event_type": "ach.credit.received", "trace": res.Trace, "bank_ts": res.BankTS})
-}
-
-func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ChurchID string `json:"church_id"`
-		DonorID  string `json:"donor_id"`
-		Outcome  string `json:"outcome"`
-	}
-	if err := decodeJSON(r, &req); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var v domain.Validation
-	required(&v, "church_id", req.ChurchID, "donor_id", req.DonorID)
-	switch req.Outcome {
-	case "":
-		req.Outcome = domain.KYCPassed
-	case domain.KYCPassed, domain.KYCReview, domain.KYCFailed:
-	default:
-		v.Add("outcome", "must be passed, review or failed")
-	}
-	if err := v.Err(); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := s.ownChurch(r, req.ChurchID); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	code, err := s.simulator.KYC(r.Context(), req.ChurchID, req.DonorID, req.Outcome)
-	s.answerSimulation(w, r, code, err, req.Outcome)
-}
-
-func (s *Server) answerSimulation(w http.ResponseWriter, r *http.Request, code int, err error, simulated any) {
+	code, simulated, err := send(r.Context(), &req)
 	if err != nil {
 		logger(r.Context()).Warn().Err(err).Msg("simulator could not reach the edge")
 		writeProblem(w, r, ProblemEdgeUnreachable, "", nil)
 		return
 	}
 	writeJSON(w, http.StatusOK, simulatedAnswer{StatusCode: code, Simulated: simulated})
+}
+
+type payrollSimulation struct {
+	EnrollmentID string `json:"enrollment_id"`
+	ChurchID     string `json:"church_id"`
+}
+
+func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request) {
+	simulate(s, w, r, func(req *payrollSimulation, v *domain.Validation) string {
+		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID)
+		return req.ChurchID
+	}, func(ctx context.Context, req *payrollSimulation) (int, any, error) {
+		code, err := s.simulator.PayrollConnected(ctx, req.EnrollmentID, req.ChurchID)
+		return code, nil, err
+	})
+}
+
+type depositSimulation struct {
+	ChurchID   string          `json:"church_id"`
+	AccountRef string          `json:"account_ref"`
+	Amount     json.RawMessage `json:"amount"`
+	Trace      string          `json:"trace"`
+}
+
+func (s *Server) simulateDeposit(w http.ResponseWriter, r *http.Request) {
+	simulate(s, w, r, func(req *depositSimulation, v *domain.Validation) string {
+		required(v, "church_id", req.ChurchID, "account_ref", req.AccountRef)
+		if len(req.Amount) == 0 || string(req.Amount) == "null" {
+			v.Add("amount", "is required")
+		}
+		return req.ChurchID
+	}, func(ctx context.Context, req *depositSimulation) (int, any, error) {
+		res, err := s.simulator.Deposit(ctx, simulators.Deposit{ChurchID: req.ChurchID, AccountRef: req.AccountRef, Amount: req.Amount, Trace: req.Trace})
+		return res.StatusCode, map[string]string{"event_type": "ach.credit.received", "trace": res.Trace, "bank_ts": res.BankTS}, err
+	})
+}
+
+type kycSimulation struct {
+	ChurchID string `json:"church_id"`
+	DonorID  string `json:"donor_id"`
+	Outcome  string `json:"outcome"`
+}
+
+func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request) {
+	simulate(s, w, r, func(req *kycSimulation, v *domain.Validation) string {
+		required(v, "church_id", req.ChurchID, "donor_id", req.DonorID)
+		switch req.Outcome {
+		case "":
+			req.Outcome = domain.KYCPassed
+		case domain.KYCPassed, domain.KYCReview, domain.KYCFailed:
+		default:
+			v.Add("outcome", "must be passed, review or failed")
+		}
+		return req.ChurchID
+	}, func(ctx context.Context, req *kycSimulation) (int, any, error) {
+		code, err := s.simulator.KYC(ctx, req.ChurchID, req.DonorID, req.Outcome)
+		return code, req.Outcome, err
+	})
 }

@@ -64,33 +64,7 @@ func TestExecuteSerialisesConcurrentCommands(t *testing.T) {
 	pt := createPartner(t, l, "Acme")
 
 	const n = 20
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := l.Execute(ctx, eventlog.Command{
-				Partner: pt, Aggregate: pt, MsgID: fmt.Sprintf("issue-%d", i),
-				Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-					var p domain.Partner
-					for _, e := range h.Events {
-						p.Apply(e)
-					}
-					ev, err := domain.IssueKey(&p, domain.GenerateKey(domain.Sandbox), time.Now())
-					return &ev, err
-				},
-			})
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("execute: %v", err)
-		}
-	}
+	issueKeysConcurrently(t, pt, n, l)
 	recs, pending, err := l.Read(ctx, l.Subjects().Aggregate(pt, pt), 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -142,15 +116,27 @@ func TestExecuteAcrossInstancesRetriesConflicts(t *testing.T) {
 	pt := createPartner(t, first, "Acme")
 
 	const n = 12
+	issueKeysConcurrently(t, pt, n, first, second)
+	recs, _, err := first.Read(ctx, first.Subjects().Aggregate(pt, pt), 0, 100)
+	if err != nil || len(recs) != 2*n+1 {
+		t.Fatalf("aggregate holds %d events, want %d (%v)", len(recs), 2*n+1, err)
+	}
+}
+
+// issueKeysConcurrently issues n keys to partner pt through each ledger at
+// once, every command racing the others on the same aggregate, and fails
+// the test if any command fails.
+func issueKeysConcurrently(t *testing.T, pt string, n int, ledgers ...*eventlog.Ledger) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	for _, l := range []*eventlog.Ledger{first, second} {
+	errs := make(chan error, n*len(ledgers))
+	for li, l := range ledgers {
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := l.Execute(ctx, eventlog.Command{
-					Partner: pt, Aggregate: pt, MsgID: fmt.Sprintf("%p-%d", l, i),
+				_, err := l.Execute(context.Background(), eventlog.Command{
+					Partner: pt, Aggregate: pt, MsgID: fmt.Sprintf("issue-%d-%d", li, i),
 					Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 						var p domain.Partner
 						for _, e := range h.Events {
@@ -170,9 +156,5 @@ func TestExecuteAcrossInstancesRetriesConflicts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("execute: %v", err)
 		}
-	}
-	recs, _, err := first.Read(ctx, first.Subjects().Aggregate(pt, pt), 0, 100)
-	if err != nil || len(recs) != 2*n+1 {
-		t.Fatalf("aggregate holds %d events, want %d (%v)", len(recs), 2*n+1, err)
 	}
 }

@@ -75,30 +75,37 @@ func flowBack(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/flow/"+mux.Vars(r)["token"], http.StatusSeeOther)
 }
 
-// flowSession finds the session a url token opens. A token that is not of
-// the form the service issues is not looked up.
-func (s *Server) flowSession(token string) (domain.Session, bool, error) {
-	if len(token) != flowTokenLength {
-		return domain.Session{}, false, nil
+// flowSession finds the session the request's url token opens, or answers
+// the request itself (the not-found page, or a failure page) and reports
+// false. A token that is not of the form the service issues is not looked
+// up.
+func (s *Server) flowSession(w http.ResponseWriter, r *http.Request) (domain.Session, bool) {
+	token := mux.Vars(r)["token"]
+	var (
+		sess domain.Session
+		ok   bool
+		err  error
+	)
+	if _, decErr := base64.RawURLEncoding.DecodeString(token); len(token) == flowTokenLength && decErr == nil {
+		sess, ok, err = s.store.SessionByToken(domain.HashKey(token))
 	}
-	if _, err := base64.RawURLEncoding.DecodeString(token); err != nil {
-		return domain.Session{}, false, nil
+	if err != nil {
+		s.flowFail(w, r, err)
+		return sess, false
 	}
-	return s.store.SessionByToken(domain.HashKey(token))
+	if !ok {
+		s.renderFlow(w, r, flowNotFoundPage())
+	}
+	return sess, ok
 }
 
 // flowShow renders the page for where the donor stands.
 func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
-	token := mux.Vars(r)["token"]
-	sess, ok, err := s.flowSession(token)
-	if err != nil {
-		s.flowFail(w, r, err)
-		return
-	}
+	sess, ok := s.flowSession(w, r)
 	if !ok {
-		s.renderFlow(w, r, flowNotFoundPage())
 		return
 	}
+	token := mux.Vars(r)["token"]
 	now := s.now()
 	if sess.Step(now) == domain.StepExpired {
 		s.flowExpired(w, r, sess, now)
@@ -228,16 +235,12 @@ type flowAction func(ctx context.Context, f *flowRequest) (flash string, err err
 // redirects back to the flow's page.
 func (s *Server) flowPost(action flowAction) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := mux.Vars(r)["token"]
-		sess, ok, err := s.flowSession(token)
-		if err != nil {
-			s.flowFail(w, r, err)
-			return
-		}
+		sess, ok := s.flowSession(w, r)
 		if !ok {
-			s.renderFlow(w, r, flowNotFoundPage())
 			return
 		}
+		token := mux.Vars(r)["token"]
+		var err error
 		secret, ok := boundSecret(r, sess)
 		if held, _ := heldSecret(r); !ok && held != "" && sess.BindingHash == "" {
 			// This instance may not have applied the binding yet: check

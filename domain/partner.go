@@ -186,12 +186,13 @@ func GenerateKey(env Environment) NewKey {
 		ID:     NewID(PrefixKey),
 		Secret: secret,
 		Prefix: secret[:len(env.KeyPrefix())+8],
-		Hash:   HashKey(secret),
+		Hash:   HashSecret(secret),
 	}
 }
 
-// HashKey is how API keys are stored and looked up: SHA-256, hex.
-func HashKey(secret string) string {
+// HashSecret is how the service stores and looks up its high-entropy
+// secrets, API keys and hosted-flow url tokens: SHA-256, hex.
+func HashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
 }

@@ -74,7 +74,7 @@ func TestGenerateKey(t *testing.T) {
 			if k.Prefix != k.Secret[:len(env.KeyPrefix())+8] {
 				t.Fatalf("display prefix %q of %q", k.Prefix, k.Secret)
 			}
-			if k.Hash != domain.HashKey(k.Secret) || strings.Contains(k.Hash, k.Secret) {
+			if k.Hash != domain.HashSecret(k.Secret) || strings.Contains(k.Hash, k.Secret) {
 				t.Fatalf("hash %q of %q", k.Hash, k.Secret)
 			}
 			if !domain.ValidID(domain.PrefixKey, k.ID) {
@@ -90,10 +90,10 @@ func TestGenerateKey(t *testing.T) {
 
 func TestHashKeyIsSHA256Hex(t *testing.T) {
 	sum := sha256.Sum256([]byte("sk_test_abc"))
-	if got := domain.HashKey("sk_test_abc"); got != hex.EncodeToString(sum[:]) {
-		t.Fatalf("HashKey = %s", got)
+	if got := domain.HashSecret("sk_test_abc"); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("HashSecret = %s", got)
 	}
-	if domain.HashKey("a") == domain.HashKey("b") {
+	if domain.HashSecret("a") == domain.HashSecret("b") {
 		t.Fatal("different keys hash alike")
 	}
 }

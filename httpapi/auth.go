@@ -18,7 +18,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeUnauthorized(w, r)
 			return
 		}
-		p, found, err := s.store.KeyByHash(domain.HashKey(secret))
+		p, found, err := s.store.KeyByHash(domain.HashSecret(secret))
 		if err != nil {
 			writeError(w, r, err)
 			return

@@ -87,7 +87,7 @@ func (s *Server) flowSession(w http.ResponseWriter, r *http.Request) (domain.Ses
 		err  error
 	)
 	if _, decErr := base64.RawURLEncoding.DecodeString(token); len(token) == flowTokenLength && decErr == nil {
-		sess, ok, err = s.store.SessionByToken(domain.HashKey(token))
+		sess, ok, err = s.store.SessionByToken(domain.HashSecret(token))
 	}
 	if err != nil {
 		s.flowFail(w, r, err)
@@ -152,7 +152,7 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 	_, heldHash := heldSecret(r)
 	fresh := randomSecret()
 	after, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Bind(cur, heldHash, domain.HashKey(fresh), now)
+		return domain.Bind(cur, heldHash, domain.HashSecret(fresh), now)
 	})
 	switch {
 	case errors.Is(err, domain.ErrLinkUsed):
@@ -184,7 +184,7 @@ func heldSecret(r *http.Request) (string, string) {
 	if err != nil || c.Value == "" {
 		return "", ""
 	}
-	return c.Value, domain.HashKey(c.Value)
+	return c.Value, domain.HashSecret(c.Value)
 }
 
 // boundSecret returns the browser's binding secret when it is the one the

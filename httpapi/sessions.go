@@ -85,7 +85,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			for _, e := range h.Events {
 				cur.Apply(e)
 			}
-			n.TokenHash = domain.HashKey(s.flowToken(n.ID))
+			n.TokenHash = domain.HashSecret(s.flowToken(n.ID))
 			ev, err := domain.CreateSession(&cur, n, s.now())
 			return &ev, err
 		},

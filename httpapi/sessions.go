@@ -81,10 +81,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	out, err := s.execute(r, 0, eventlog.Command{
 		Partner: pid, Aggregate: n.ID,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			var cur domain.Session
-			for _, e := range h.Events {
-				cur.Apply(e)
-			}
+			cur := loadSession(h)
 			n.TokenHash = domain.HashSecret(s.flowToken(n.ID))
 			ev, err := domain.CreateSession(&cur, n, s.now())
 			return &ev, err

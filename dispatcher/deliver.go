@@ -6,22 +6,16 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
 
 // worker consumes one endpoint's jobs in this instance.
 type worker struct {
 	partner, endpoint string
-	cc                jetstream.ConsumeContext
+	cc                *eventlog.Consumption
 }
-
-// consumerName is the durable name of an endpoint's delivery consumer,
-// shared by every instance.
-func consumerName(endpoint string) string { return "deliver_" + endpoint }
 
 // ackWait is how long a job may stay with an instance before the server
 // hands it to another: a whole attempt and a margin.
@@ -103,25 +97,9 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 }
 
 func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndpoint) error {
-	cons, err := d.queue.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       consumerName(ep.ID),
-		Description:   "Deliveries to one webhook endpoint.",
-		FilterSubject: d.jobSubject(ep.PartnerID, ep.ID),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       d.ackWait(),
-		MaxAckPending: d.cfg.Concurrency,
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"partner_id": ep.PartnerID, "endpoint_id": ep.ID},
-	})
-	if err != nil {
-		return err
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { d.take(ctx, m) },
-		jetstream.PullMaxMessages(d.cfg.Concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker")
-		}))
+	cc, err := d.queue.Consume(ctx, ep.PartnerID, ep.ID, d.cfg.Concurrency, d.ackWait(),
+		func(job eventlog.Job) { d.take(ctx, job) },
+		func(err error) { d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker") })
 	if err != nil {
 		return err
 	}
@@ -143,27 +121,22 @@ func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndp
 // its endpoint was deleted, so an instance whose projections lag never
 // removes a live endpoint's queue.
 func (d *Dispatcher) sweep(ctx context.Context) {
-	lister := d.queue.ListConsumers(ctx)
-	var stale []*jetstream.ConsumerInfo
-	for info := range lister.Info() {
-		stale = append(stale, info)
-	}
-	if err := lister.Err(); err != nil {
+	queued, err := d.queue.Endpoints(ctx)
+	if err != nil {
 		d.log.Warn().Err(err).Msg("webhook sweep: list consumers")
 		return
 	}
-	for _, info := range stale {
-		partner, endpoint := info.Config.Metadata["partner_id"], info.Config.Metadata["endpoint_id"]
-		if partner == "" || endpoint == "" || !domain.ValidID(domain.PrefixEndpoint, endpoint) {
+	for _, q := range queued {
+		if !domain.ValidID(domain.PrefixEndpoint, q.Endpoint) {
 			continue
 		}
-		last, err := d.ledger.LastOf(ctx, d.ledger.Subjects().Aggregate(partner, endpoint))
+		last, err := d.ledger.LastOf(ctx, d.ledger.Subjects().Aggregate(q.Partner, q.Endpoint))
 		if err != nil || last == 0 {
 			continue
 		}
 		rec, err := d.ledger.Get(ctx, last)
 		if err == nil && rec.Type == "webhook_endpoint.deleted" {
-			d.cleanup(ctx, partner, endpoint)
+			d.cleanup(ctx, q.Partner, q.Endpoint)
 		}
 	}
 }
@@ -177,13 +150,8 @@ func (d *Dispatcher) cleanup(ctx context.Context, partner, endpoint string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	log := d.log.With().Str("endpoint_id", endpoint).Logger()
-	if err := d.queue.DeleteConsumer(ctx, consumerName(endpoint)); err != nil && !isGone(err) {
-		log.Warn().Err(err).Msg("webhook cleanup: delete consumer")
-	}
-	for _, subject := range []string{d.jobSubject(partner, endpoint), d.prefix + "retry." + partner + "." + endpoint + ".>"} {
-		if err := d.queue.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-			log.Warn().Err(err).Msg("webhook cleanup: purge")
-		}
+	if err := d.queue.Drop(ctx, partner, endpoint); err != nil {
+		log.Warn().Err(err).Msg("webhook cleanup: delivery queue")
 	}
 	if err := d.attempts.Forget(ctx, partner, endpoint); err != nil {
 		log.Warn().Err(err).Msg("webhook cleanup: attempt log")
@@ -193,11 +161,11 @@ func (d *Dispatcher) cleanup(ctx context.Context, partner, endpoint string) {
 // take runs a job on its own goroutine, so the endpoint's consumer never
 // waits for an attempt. Once the dispatcher is closing, the job goes back on
 // the queue at once instead.
-func (d *Dispatcher) take(ctx context.Context, m jetstream.Msg) {
+func (d *Dispatcher) take(ctx context.Context, m eventlog.Job) {
 	var j job
 	if err := json.Unmarshal(m.Data(), &j); err != nil || j.Attempt < 1 {
 		d.log.Error().Err(err).Str("subject", m.Subject()).Msg("webhook job unreadable; dropped")
-		_ = m.Term()
+		m.Drop()
 		return
 	}
 	d.mu.Lock()
@@ -223,7 +191,7 @@ func (d *Dispatcher) take(ctx context.Context, m jetstream.Msg) {
 
 // acquire takes one of this instance's attempt slots, telling the server the
 // job is still being worked on while it waits.
-func (d *Dispatcher) acquire(ctx context.Context, m jetstream.Msg) bool {
+func (d *Dispatcher) acquire(ctx context.Context, m eventlog.Job) bool {
 	select {
 	case d.inFlight <- struct{}{}:
 		return true
@@ -236,7 +204,7 @@ func (d *Dispatcher) acquire(ctx context.Context, m jetstream.Msg) bool {
 		case d.inFlight <- struct{}{}:
 			return true
 		case <-tick.C:
-			_ = m.InProgress()
+			m.InProgress()
 		case <-ctx.Done():
 			return false
 		}
@@ -245,16 +213,16 @@ func (d *Dispatcher) acquire(ctx context.Context, m jetstream.Msg) bool {
 
 // deliver makes one attempt of a job and settles it: acknowledged on
 // success, on exhaustion, or once its retry is scheduled.
-func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
+func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
 	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
-		_ = m.NakWithDelay(time.Second)
+		m.Retry(time.Second)
 		return
 	}
 	if !ok {
-		_ = m.Ack() // deleted: no further deliveries, retries included
+		m.Ack() // deleted: no further deliveries, retries included
 		return
 	}
 	rec, err := d.ledger.Get(ctx, j.Seq)
@@ -264,18 +232,18 @@ func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
 			return
 		}
 		log.Error().Err(err).Msg("webhook delivery: event not readable; will retry")
-		_ = m.NakWithDelay(5 * time.Second)
+		m.Retry(5 * time.Second)
 		return
 	}
 	if rec.Partner != j.Partner || !rec.Public {
 		log.Error().Uint64("seq", j.Seq).Msg("webhook job points at another partner's or an internal event; dropped")
-		_ = m.Term()
+		m.Drop()
 		return
 	}
 	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
-		_ = m.NakWithDelay(time.Minute)
+		m.Retry(time.Minute)
 		return
 	}
 	at := time.Now()
@@ -296,13 +264,13 @@ func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
 			if err := d.scheduleRetry(ctx, j, next); err != nil {
 				log.Error().Err(err).Msg("webhook retry not scheduled; redelivering the job instead")
 				d.record(ctx, j.Partner, attempt)
-				_ = m.NakWithDelay(time.Until(next))
+				m.Retry(time.Until(next))
 				return
 			}
 		}
 	}
 	d.record(ctx, j.Partner, attempt)
-	_ = m.Ack()
+	m.Ack()
 }
 
 // scheduleRetry stores the next attempt as a scheduled message that the
@@ -312,28 +280,23 @@ func (d *Dispatcher) deliver(ctx context.Context, m jetstream.Msg, j job) {
 func (d *Dispatcher) scheduleRetry(ctx context.Context, j job, at time.Time) error {
 	j.Attempt++
 	data, _ := json.Marshal(j)
-	msg := nats.NewMsg(d.retrySubject(j.Partner, j.Endpoint, j.EventID))
-	msg.Data = data
-	msg.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339Nano))
-	msg.Header.Set("Nats-Schedule-Target", d.jobSubject(j.Partner, j.Endpoint))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, err := d.ledger.JetStream().PublishMsg(ctx, msg, jetstream.WithExpectStream(d.queueName))
-	return err
+	return d.queue.Schedule(ctx, j.Partner, j.Endpoint, j.EventID, at, data)
 }
 
 // requeue puts a job that was not attempted back on its queue, ready at
 // once, and lets go of the taken copy. If NATS is gone too, the server hands
 // the job out again after the ack wait.
-func (d *Dispatcher) requeue(m jetstream.Msg, j job) {
+func (d *Dispatcher) requeue(m eventlog.Job, j job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	data, _ := json.Marshal(j)
-	if _, err := d.ledger.JetStream().Publish(ctx, d.jobSubject(j.Partner, j.Endpoint), data); err != nil {
-		_ = m.Nak()
+	if err := d.queue.Put(ctx, j.Partner, j.Endpoint, data); err != nil {
+		m.Retry(0)
 		return
 	}
-	_ = m.Ack()
+	m.Ack()
 }
 
 func (d *Dispatcher) record(ctx context.Context, partner string, at domain.DeliveryAttempt) {

@@ -2,13 +2,10 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/partnergiving/giving/domain"
@@ -83,11 +80,9 @@ type Dispatcher struct {
 	guard    *guard
 	sender   *sender
 
-	queue     jetstream.Stream
-	queueName string
-	fanout    jetstream.Consumer
-	prefix    string // deliveries.<env>.
-	inFlight  chan struct{}
+	queue    *eventlog.DeliveryQueue
+	fanout   *eventlog.SharedReader
+	inFlight chan struct{}
 
 	mu      sync.Mutex
 	workers map[string]*worker
@@ -103,11 +98,10 @@ const fanoutConsumer = "webhook_fanout"
 func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 	cfg.defaults()
 	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
-	env := string(d.Ledger.Env())
 	disp := &Dispatcher{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
 		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g,
-		sender: newSender(g, cfg.Timeout, cfg.Concurrency), prefix: "deliveries." + env + ".",
+		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{},
 	}
 	if err := disp.setup(ctx); err != nil {
@@ -117,45 +111,21 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 }
 
 func (d *Dispatcher) setup(ctx context.Context) error {
-	replicas := d.ledger.Stream().CachedInfo().Config.Replicas
 	span := time.Duration(0)
 	for _, w := range d.cfg.Schedule {
 		span += w
 	}
-	cfg := jetstream.StreamConfig{
-		Name:        "DELIVERIES_" + strings.ToUpper(string(d.ledger.Env())),
-		Description: "Webhook delivery jobs and their scheduled retries.",
-		Subjects:    []string{d.prefix + "job.>", d.prefix + "retry.>"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		Discard:     jetstream.DiscardOld,
-		// A backstop for jobs of endpoints deleted while they were being
-		// enqueued; every live job is consumed long before.
-		MaxAge:            max(7*24*time.Hour, 2*span),
-		Duplicates:        2 * time.Minute,
-		AllowMsgSchedules: true,
-	}
-	if replicas <= 1 {
-		// Jobs are re-derivable work-queue state: off the synced path.
-		cfg.PersistMode = jetstream.AsyncPersistMode
-	}
 	var err error
-	d.queueName = cfg.Name
-	if d.queue, err = d.ledger.JetStream().CreateOrUpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("dispatcher: delivery queue: %w", err)
+	// The queue's age limit is a backstop for jobs of endpoints deleted
+	// while they were being enqueued; every live job is consumed long before.
+	if d.queue, err = d.ledger.OpenDeliveryQueue(ctx, max(7*24*time.Hour, 2*span)); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
 	}
-	d.fanout, err = d.ledger.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       fanoutConsumer,
-		Description:   "Fans partner events out to webhook delivery jobs.",
-		FilterSubject: d.ledger.Subjects().AllPublic(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxAckPending: 1024,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	d.fanout, err = d.ledger.OpenSharedReader(ctx, fanoutConsumer, "Fans partner events out to webhook delivery jobs.", func(err error) {
+		d.log.Error().Err(err).Msg("webhook fan-out: unreadable ledger message")
 	})
 	if err != nil {
-		return fmt.Errorf("dispatcher: fan-out consumer: %w", err)
+		return fmt.Errorf("dispatcher: %w", err)
 	}
 	return nil
 }
@@ -200,14 +170,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	d.jobs.Wait()
 }
 
-func (d *Dispatcher) jobSubject(partner, endpoint string) string {
-	return d.prefix + "job." + partner + "." + endpoint
-}
-
-func (d *Dispatcher) retrySubject(partner, endpoint, eventID string) string {
-	return d.prefix + "retry." + partner + "." + endpoint + "." + eventID
-}
-
 // pause waits for d or the end of ctx.
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -216,10 +178,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// isGone recognises a consumer or stream that no longer exists.
-func isGone(err error) bool {
-	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-		errors.Is(err, jetstream.ErrStreamNotFound)
 }

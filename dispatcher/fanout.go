@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
@@ -47,9 +44,8 @@ func (d *Dispatcher) runFanOut(ctx context.Context) {
 }
 
 func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
-	err := eventlog.ConsumeBatches(ctx, d.fanout, fanOutBatch, func(batch []jetstream.Msg) error {
+	err := d.fanout.Consume(ctx, fanOutBatch, func(batch []eventlog.Delivery) {
 		d.fanOutRound(ctx, batch)
-		return nil
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -61,59 +57,36 @@ func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
 // has stored them all, then acknowledges the events. If any job was not
 // stored, the whole batch is redelivered; the jobs' dedup ids make the
 // second round store only what the first did not.
-func (d *Dispatcher) fanOutRound(ctx context.Context, batch []jetstream.Msg) {
-	var futures []jetstream.PubAckFuture
+func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
+	var jobs []eventlog.Enqueued
 	var failed error
 	known := map[string][]projections.WebhookEndpoint{}
 	for _, m := range batch {
-		rec, err := d.ledger.RecordOf(m)
-		if err != nil {
-			d.log.Error().Err(err).Msg("webhook fan-out: unreadable ledger message")
-			_ = m.Term()
-			continue
-		}
-		fs, err := d.enqueue(ctx, rec, known)
-		futures = append(futures, fs...)
+		js, err := d.enqueue(ctx, m.Record, known)
+		jobs = append(jobs, js...)
 		if err != nil {
 			failed = err
 			break
 		}
 	}
 	if failed == nil {
-		failed = awaitAll(ctx, futures)
+		failed = eventlog.Stored(ctx, jobs, enqueueWait)
 	}
 	for _, m := range batch {
 		if failed != nil {
-			_ = m.NakWithDelay(time.Second)
+			m.Retry(time.Second)
 			continue
 		}
-		_ = m.Ack()
+		m.Ack()
 	}
 	if failed != nil && ctx.Err() == nil {
 		d.log.Error().Err(failed).Msg("webhook fan-out failed; will retry")
 	}
 }
 
-func awaitAll(ctx context.Context, futures []jetstream.PubAckFuture) error {
-	timeout := time.NewTimer(enqueueWait)
-	defer timeout.Stop()
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("enqueue: %w", err)
-		case <-timeout.C:
-			return fmt.Errorf("enqueue: not stored within %s", enqueueWait)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
 // enqueue publishes one job per endpoint of the event's partner that
 // subscribes to its type and existed before it.
-func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]jetstream.PubAckFuture, error) {
+func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]eventlog.Enqueued, error) {
 	endpoints, ok := known[rec.Partner]
 	if !ok {
 		var err error
@@ -123,7 +96,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map
 		known[rec.Partner] = endpoints
 	}
 	var eventID string
-	var futures []jetstream.PubAckFuture
+	var jobs []eventlog.Enqueued
 	for _, ep := range endpoints {
 		if ep.Seq >= rec.Seq || !ep.Subscribes(rec.Type) {
 			continue
@@ -131,20 +104,18 @@ func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map
 		if eventID == "" {
 			ev, err := rec.Event()
 			if err != nil {
-				return futures, err
+				return jobs, err
 			}
 			eventID = ev.ID
 		}
 		data, _ := json.Marshal(job{Seq: rec.Seq, EventID: eventID, EventType: rec.Type, Partner: rec.Partner, Endpoint: ep.ID, Attempt: 1})
-		msg := nats.NewMsg(d.jobSubject(rec.Partner, ep.ID))
-		msg.Data = data
-		f, err := d.ledger.JetStream().PublishMsgAsync(msg, jetstream.WithMsgID(eventID+"/"+ep.ID), jetstream.WithExpectStream(d.queueName))
+		j, err := d.queue.Enqueue(rec.Partner, ep.ID, eventID+"/"+ep.ID, data)
 		if err != nil {
-			return futures, fmt.Errorf("enqueue %s for %s: %w", eventID, ep.ID, err)
+			return jobs, fmt.Errorf("enqueue %s for %s: %w", eventID, ep.ID, err)
 		}
-		futures = append(futures, f)
+		jobs = append(jobs, j)
 	}
-	return futures, nil
+	return jobs, nil
 }
 
 // endpointsAt lists the partner's endpoints as they stood at the event. The

@@ -82,7 +82,7 @@ func (s *sender) post(ctx context.Context, rawURL, secret string, body []byte) r
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set(SignatureHeader, Sign(secret, time.Now(), body))
+	req.Header.Set(domain.WebhookSignatureHeader, domain.Sign([]byte(secret), time.Now(), body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return s.failure(err)

@@ -14,10 +14,9 @@ const ChurchCatalogue = "churches"
 
 // Limits on church imports.
 const (
-	MaxImportRows      = 1000
-	MaxChurchName      = 200
-	MaxChurchExternal  = 200
-	ImportRowRejection = "invalid-row"
+	MaxImportRows     = 1000
+	MaxChurchName     = 200
+	MaxChurchExternal = 200
 )
 
 // Church is a church as partners see it.
@@ -48,7 +47,7 @@ type ImportedChurch struct {
 // import's answer can be rebuilt from the ledger alone.
 type RejectedRow struct {
 	Index  int    `json:"index"`
-	Code   string `json:"code"`
+	Code   Code   `json:"code"`
 	Detail string `json:"detail"`
 }
 
@@ -94,7 +93,7 @@ func (c *ChurchesImported) Results(at time.Time) []RowResult {
 // created, since nothing changed.
 func ImportChurches(partnerID string, rows []ImportRow, externalIDUsed func(string) bool, now time.Time) (*Event, []RowResult, error) {
 	if len(rows) > MaxImportRows {
-		return nil, nil, Errorf(KindInvalid, "batch-too-large", "An import holds at most %d churches; this one has %d.", MaxImportRows, len(rows))
+		return nil, nil, ProblemBatchTooLarge.New("An import holds at most %d churches; this one has %d.", MaxImportRows, len(rows))
 	}
 	payload := &ChurchesImported{Rows: len(rows), Created: []ImportedChurch{}, Rejected: []RejectedRow{}}
 	seen := map[string]bool{}
@@ -124,11 +123,11 @@ func validateChurchRow(row *ImportRow, seen map[string]bool, used func(string) b
 	row.Name = strings.TrimSpace(row.Name)
 	switch {
 	case row.Name == "":
-		return Errorf(KindInvalid, ImportRowRejection, "name is required and must not be blank")
+		return ProblemInvalidRow.New("name is required and must not be blank")
 	case utf8.RuneCountInString(row.Name) > MaxChurchName:
-		return Errorf(KindInvalid, ImportRowRejection, "name must be at most %d characters", MaxChurchName)
+		return ProblemInvalidRow.New("name must be at most %d characters", MaxChurchName)
 	case hasControl(row.Name):
-		return Errorf(KindInvalid, ImportRowRejection, "name must not contain control characters")
+		return ProblemInvalidRow.New("name must not contain control characters")
 	}
 	if row.ExternalID == nil {
 		return nil
@@ -136,13 +135,13 @@ func validateChurchRow(row *ImportRow, seen map[string]bool, used func(string) b
 	ext := *row.ExternalID
 	switch {
 	case ext == "" || utf8.RuneCountInString(ext) > MaxChurchExternal:
-		return Errorf(KindInvalid, ImportRowRejection, "external_id must be 1 to %d characters", MaxChurchExternal)
+		return ProblemInvalidRow.New("external_id must be 1 to %d characters", MaxChurchExternal)
 	case hasControl(ext):
-		return Errorf(KindInvalid, ImportRowRejection, "external_id must not contain control characters")
+		return ProblemInvalidRow.New("external_id must not contain control characters")
 	case seen[ext]:
-		return Errorf(KindConflict, "external-id-taken", "external_id %q appears earlier in this batch", ext)
+		return ProblemExternalIDTaken.New("external_id %q appears earlier in this batch", ext)
 	case used(ext):
-		return Errorf(KindConflict, "external-id-taken", "external_id %q is already used by another church", ext)
+		return ProblemExternalIDTaken.New("external_id %q is already used by another church", ext)
 	}
 	return nil
 }

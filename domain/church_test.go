@@ -16,7 +16,7 @@ func TestImportChurchesRowRules(t *testing.T) {
 	tests := []struct {
 		name string
 		row  domain.ImportRow
-		code string // empty: created
+		code domain.Code // empty: created
 	}{
 		{"plain", domain.ImportRow{Name: "Grace Chapel"}, ""},
 		{"trimmed", domain.ImportRow{Name: "  St Mark  "}, ""},
@@ -32,7 +32,7 @@ func TestImportChurchesRowRules(t *testing.T) {
 		{"201-char external id", domain.ImportRow{Name: "A", ExternalID: ptr(strings.Repeat("x", 201))}, "invalid-row"},
 		{"control in external id", domain.ImportRow{Name: "A", ExternalID: ptr("a\tb")}, "invalid-row"},
 		{"external id used before", domain.ImportRow{Name: "A", ExternalID: ptr("taken")}, "external-id-taken"},
-		{"decoding failed", domain.ImportRow{Err: domain.Errorf(domain.KindInvalid, "invalid-row", "name must be a string")}, "invalid-row"},
+		{"decoding failed", domain.ImportRow{Err: domain.ProblemInvalidRow.New("name must be a string")}, "invalid-row"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestImportChurchesBatch(t *testing.T) {
 	for i, r := range res {
 		got := "created"
 		if r.Err != nil {
-			got = r.Err.Code
+			got = string(r.Err.Code)
 		}
 		if r.Index != i || got != want[i] {
 			t.Errorf("row %d: index %d, %s; want %s", i, r.Index, got, want[i])

@@ -103,7 +103,7 @@ func ValidateCredit(c Credit) error {
 // ErrTraceReused means a trace already credited arrived again with another
 // church, account or amount: not a repeat of the same credit, and never
 // credited.
-var ErrTraceReused = Errorf(KindConflict, "trace-conflict", "This trace was already credited with a different church, account or amount.")
+var ErrTraceReused = ProblemTraceConflict.New("This trace was already credited with a different church, account or amount.")
 
 // CreditDeposit decides recording a bank credit. The same credit again
 // changes nothing: a repeated trace never credits twice.

@@ -84,7 +84,7 @@ type NewEnrollment struct {
 // conflict as done.
 func CreateEnrollment(e *Enrollment, n NewEnrollment, now time.Time) (Event, error) {
 	if e.Exists() {
-		return Event{}, Errorf(KindConflict, "conflict", "Enrollment %s already exists.", n.ID)
+		return Event{}, ProblemConflict.New("Enrollment %s already exists.", n.ID)
 	}
 	return NewEvent(n.PartnerID, n.ID, n.ChurchID, now, &EnrollmentCreated{
 		EnrollmentID: n.ID, DonorSessionID: n.SessionID, Status: EnrollmentPending, Mode: n.Giving.Mode, Value: n.Giving.Value,
@@ -101,7 +101,7 @@ func ActivateEnrollment(e *Enrollment, now time.Time) (*Event, error) {
 	case e.Status == EnrollmentActive:
 		return nil, nil
 	case e.Status != EnrollmentPending:
-		return nil, Errorf(KindConflict, "conflict", "Enrollment %s is %s and cannot become active.", e.ID, e.Status)
+		return nil, ProblemConflict.New("Enrollment %s is %s and cannot become active.", e.ID, e.Status)
 	}
 	ev := NewEvent(e.PartnerID, e.ID, e.ChurchID, now, &EnrollmentActivated{EnrollmentID: e.ID})
 	return &ev, nil

@@ -17,6 +17,7 @@ const (
 	KindConflict     Kind = "conflict"     // the request is valid but clashes with current state
 	KindUnauthorized Kind = "unauthorized" // the caller could not be authenticated
 	KindForbidden    Kind = "forbidden"    // the caller may not do this
+	KindUnavailable  Kind = "unavailable"  // a part we depend on cannot be reached now; retry later
 	KindInternal     Kind = "internal"     // a fault of ours; never shown in detail
 )
 
@@ -27,11 +28,11 @@ type FieldError struct {
 }
 
 // Error is the service's application error: a kind, a stable code naming the
-// rule that failed, a human sentence, and for validation failures the fields
-// at fault.
+// rule that failed (an entry of the catalogue in problems.go), a human
+// sentence, and for validation failures the fields at fault.
 type Error struct {
 	Kind   Kind
-	Code   string
+	Code   Code
 	Detail string
 	Fields []FieldError
 }
@@ -45,11 +46,6 @@ func (e *Error) Error() string {
 		parts[i] = f.Field + ": " + f.Detail
 	}
 	return fmt.Sprintf("%s: %s (%s)", e.Code, e.Detail, strings.Join(parts, "; "))
-}
-
-// Errorf builds an Error of the given kind and code.
-func Errorf(kind Kind, code, format string, args ...any) *Error {
-	return &Error{Kind: kind, Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
 // ErrorKind reports the kind of err, or KindInternal when err is not an *Error.
@@ -76,14 +72,19 @@ func (v *Validation) Err() error {
 	if len(v.Fields) == 0 {
 		return nil
 	}
-	return &Error{Kind: KindInvalid, Code: "validation-error", Detail: "The request has invalid fields.", Fields: v.Fields}
+	e := ProblemValidation.New("The request has invalid fields.")
+	e.Fields = v.Fields
+	return e
 }
 
 // NotFound is the error for an id the caller cannot see. It never says whether
 // the thing exists for someone else.
 func NotFound(what, id string) *Error {
-	return Errorf(KindNotFound, "not-found", "No %s with id %q.", what, id)
+	return ProblemNotFound.New("No %s with id %q.", what, id)
 }
 
-// ErrConcurrent is returned by a decision that lost a race it cannot retry.
-var ErrConcurrent = Errorf(KindConflict, "conflict", "The resource was changed concurrently; retry the request.")
+// ErrUnavailable marks a failure to reach a part the service depends on (the
+// ledger, a bucket): the request can be retried later as it is. The ledger
+// wraps such failures with it, so every edge can tell them from faults of
+// ours without knowing how the ledger is reached.
+var ErrUnavailable = ProblemUnavailable.New("The service cannot reach its ledger right now; retry later.")

@@ -42,6 +42,19 @@ func NewEvent(partnerID, aggregateID, churchID string, at time.Time, p Payload) 
 	}
 }
 
+// Fold rebuilds an aggregate's state from its events, oldest first: every
+// command loads its aggregate this way before deciding.
+func Fold[T any, PT interface {
+	*T
+	Apply(Event)
+}](events []Event) T {
+	var x T
+	for _, e := range events {
+		PT(&x).Apply(e)
+	}
+	return x
+}
+
 // TimeLayout is how every timestamp the service shows is written: ISO 8601 in
 // UTC with exactly three fraction digits.
 const TimeLayout = "2006-01-02T15:04:05.000Z"

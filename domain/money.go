@@ -90,7 +90,7 @@ func (h Hundredths) MarshalJSON() ([]byte, error) { return []byte(h.String()), n
 func (h *Hundredths) UnmarshalJSON(b []byte) error {
 	v, ok := ParseHundredths(json.Number(b))
 	if !ok {
-		return Errorf(KindInvalid, "validation-error", "not an amount with at most two decimals: %s", b)
+		return ProblemValidation.New("not an amount with at most two decimals: %s", b)
 	}
 	*h = v
 	return nil

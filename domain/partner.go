@@ -29,7 +29,7 @@ func ParseEnvironment(s string) (Environment, error) {
 	case Sandbox, Production:
 		return Environment(s), nil
 	}
-	return "", Errorf(KindInvalid, "validation-error", "environment must be sandbox or production, not %q", s)
+	return "", ProblemValidation.New("environment must be sandbox or production, not %q", s)
 }
 
 // KeyPrefix is the prefix of every API key issued on the stack.
@@ -115,7 +115,7 @@ func (p *Partner) Apply(e Event) {
 // CreatePartner decides the onboarding of a new partner.
 func CreatePartner(p *Partner, id, name string, env Environment, origins []string, now time.Time) (Event, error) {
 	if p.Exists() {
-		return Event{}, Errorf(KindConflict, "conflict", "Partner %s already exists.", id)
+		return Event{}, ProblemConflict.New("Partner %s already exists.", id)
 	}
 	var v Validation
 	name = strings.TrimSpace(name)
@@ -157,7 +157,7 @@ func RevokeKey(p *Partner, keyID string, now time.Time) (Event, error) {
 			continue
 		}
 		if k.RevokedAt != nil {
-			return Event{}, Errorf(KindConflict, "conflict", "Key %s is already revoked.", k.Prefix)
+			return Event{}, ProblemConflict.New("Key %s is already revoked.", k.Prefix)
 		}
 		return NewEvent(p.ID, p.ID, "", now, &KeyRevoked{KeyID: keyID}), nil
 	}
@@ -236,14 +236,14 @@ func randomBase62(n int) string {
 func NormalizeOrigin(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || !strings.EqualFold(u.Scheme, "https") || u.Hostname() == "" {
-		return "", Errorf(KindInvalid, "validation-error", "must be an https origin such as https://example.org")
+		return "", ProblemValidation.New("must be an https origin such as https://example.org")
 	}
 	if u.User != nil || (u.Path != "" && u.Path != "/") || strings.ContainsAny(s, "?#") || u.Opaque != "" {
-		return "", Errorf(KindInvalid, "validation-error", "must be an origin only: scheme, host and optional port")
+		return "", ProblemValidation.New("must be an origin only: scheme, host and optional port")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", Errorf(KindInvalid, "validation-error", "port must be 1 to 65535")
+			return "", ProblemValidation.New("port must be 1 to 65535")
 		}
 	}
 	return OriginOf(u), nil

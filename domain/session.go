@@ -22,17 +22,16 @@ const (
 
 // Session limits.
 const (
-	SessionLifetime  = 30 * time.Minute
-	CodeLifetime     = 10 * time.Minute
-	CodeResendWait   = 30 * time.Second
-	MaxCodeAttempts  = 5
-	MaxRedirectURL   = 2048
-	ConsentVersion   = "2026-11-01"
-	KYCPassed        = "passed"
-	KYCReview        = "review"
-	KYCFailed        = "failed"
-	KYCPending       = "pending"
-	flowErrorForeign = "link-used"
+	SessionLifetime = 30 * time.Minute
+	CodeLifetime    = 10 * time.Minute
+	CodeResendWait  = 30 * time.Second
+	MaxCodeAttempts = 5
+	MaxRedirectURL  = 2048
+	ConsentVersion  = "2026-11-01"
+	KYCPassed       = "passed"
+	KYCReview       = "review"
+	KYCFailed       = "failed"
+	KYCPending      = "pending"
 )
 
 // FlowStep is where the donor is in the hosted flow.
@@ -239,7 +238,7 @@ type NewSession struct {
 // SessionLifetime.
 func CreateSession(s *Session, n NewSession, now time.Time) (Event, error) {
 	if s.Exists() {
-		return Event{}, Errorf(KindConflict, "conflict", "Session %s already exists.", n.ID)
+		return Event{}, ProblemConflict.New("Session %s already exists.", n.ID)
 	}
 	ev := NewEvent(n.PartnerID, n.ID, n.ChurchID, now, &SessionCreated{
 		DonorID: n.DonorID, Mode: n.Giving.Mode, Value: n.Giving.Value, RedirectURL: n.RedirectURL, TokenHash: n.TokenHash,
@@ -250,12 +249,12 @@ func CreateSession(s *Session, n NewSession, now time.Time) (Event, error) {
 
 // Flow errors the hosted flow shows as pages or form errors.
 var (
-	ErrLinkUsed      = Errorf(KindForbidden, flowErrorForeign, "This link was already opened in another browser.")
-	ErrSessionClosed = Errorf(KindConflict, "session-closed", "This session is no longer open.")
-	ErrWrongStep     = Errorf(KindConflict, "wrong-step", "This step is not available now.")
-	ErrResendTooSoon = Errorf(KindConflict, "resend-too-soon", "Please wait before asking for another code.")
-	ErrCodeExpired   = Errorf(KindInvalid, "code-expired", "That code has expired. Ask for a new one.")
-	ErrNoCode        = Errorf(KindInvalid, "no-code", "Ask for a code first.")
+	ErrLinkUsed      = flowLinkUsed.New("This link was already opened in another browser.")
+	ErrSessionClosed = flowSessionClosed.New("This session is no longer open.")
+	ErrWrongStep     = flowWrongStep.New("This step is not available now.")
+	ErrResendTooSoon = flowResendTooSoon.New("Please wait before asking for another code.")
+	ErrCodeExpired   = flowCodeExpired.New("That code has expired. Ask for a new one.")
+	ErrNoCode        = flowNoCode.New("Ask for a code first.")
 )
 
 // Bind decides binding the session to a browser. held is the hash of the
@@ -363,7 +362,7 @@ func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error
 	switch outcome {
 	case KYCPassed, KYCReview, KYCFailed:
 	default:
-		return nil, Errorf(KindInvalid, "validation-error", "outcome must be passed, review or failed")
+		return nil, ProblemValidation.New("outcome must be passed, review or failed")
 	}
 	if s.KYC == outcome {
 		return nil, nil

@@ -12,10 +12,20 @@ import (
 // SignatureTolerance is how far a signature's timestamp may be from now.
 const SignatureTolerance = 300 * time.Second
 
+// The headers that carry a signature made by Sign.
+const (
+	// WebhookSignatureHeader signs the service's deliveries to partners.
+	WebhookSignatureHeader = "Service-Signature"
+	// VendorSignatureHeader signs the vendors' webhooks to the service.
+	VendorSignatureHeader = "Vendor-Signature"
+)
+
 // Sign returns a signature header value for body at time t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">". The service signs
-// its outbound webhooks this way, and its vendors sign inbound ones the same
-// way with their own secrets.
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">", keyed with the
+// whole secret as given (an endpoint's "whsec_..." string, prefix included).
+// It is the one signer: the dispatcher signs real and test deliveries with
+// it, and the sandbox simulators sign vendor webhooks with it, each with its
+// own secret.
 func Sign(secret []byte, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
@@ -25,7 +35,7 @@ var signatureForm = regexp.MustCompile(`^t=([0-9]{1,12}),v1=([0-9a-f]{64})$`)
 
 // ErrBadSignature means a signature header is missing, malformed, stale or
 // does not match the body.
-var ErrBadSignature = Errorf(KindUnauthorized, "invalid-signature", "The signature is missing, malformed, too old, or does not match the body.")
+var ErrBadSignature = ProblemInvalidSignature.New("The signature is missing, malformed, too old, or does not match the body.")
 
 // VerifySignature checks a signature header against the raw body: the
 // header's form, the timestamp within SignatureTolerance of now, and the

@@ -198,14 +198,14 @@ func quote(s string) string {
 // CreateWebhookEndpoint decides registering an endpoint.
 func CreateWebhookEndpoint(e *WebhookEndpoint, n NewWebhookEndpoint, now time.Time) (Event, error) {
 	if e.ID != "" {
-		return Event{}, Errorf(KindConflict, "conflict", "Webhook endpoint %s already exists.", n.ID)
+		return Event{}, ProblemConflict.New("Webhook endpoint %s already exists.", n.ID)
 	}
 	u, types, err := ValidateWebhookEndpoint(n.URL, n.EventTypes)
 	if err != nil {
 		return Event{}, err
 	}
 	if len(n.SealedSecret) == 0 {
-		return Event{}, Errorf(KindInternal, "internal-error", "webhook endpoint %s: no sealed secret", n.ID)
+		return Event{}, ProblemInternal.New("webhook endpoint %s: no sealed secret", n.ID)
 	}
 	return NewEvent(n.PartnerID, n.ID, "", now, &WebhookEndpointCreated{URL: u, EventTypes: types, SealedSecret: n.SealedSecret}), nil
 }

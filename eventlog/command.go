@@ -83,8 +83,12 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		if err == nil {
 			return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
 		}
-		if !errors.Is(err, ErrConflict) || attempt == maxAttempts {
+		if !errors.Is(err, ErrConflict) {
 			return Outcome{}, err
+		}
+		if attempt == maxAttempts {
+			// Kept losing the race for the aggregate: retry later.
+			return Outcome{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return Outcome{}, err

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -117,18 +116,18 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 			return BeginResult{Claim: &Claim{id: id, rev: rev}}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+			return BeginResult{}, natsErr("idempotency begin", err)
 		}
 		entry, err := s.kv.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // released meanwhile; try to create again
 		}
 		if err != nil {
-			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+			return BeginResult{}, natsErr("idempotency begin", err)
 		}
 		var cur idemRecord
 		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
-			return BeginResult{}, fmt.Errorf("idempotency begin: %w", err)
+			return BeginResult{}, natsErr("idempotency begin", err)
 		}
 		switch {
 		case cur.Fingerprint != fingerprint:
@@ -136,7 +135,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 		case cur.State == "done":
 			body, err := s.seal.Open(cur.Body, []byte(id))
 			if err != nil {
-				return BeginResult{}, fmt.Errorf("idempotency replay: %w", err)
+				return BeginResult{}, natsErr("idempotency replay", err)
 			}
 			return BeginResult{Replay: &StoredResponse{Status: cur.Status, Body: body}}, nil
 		case cur.State == "running" && !s.abandoned(cur, now):
@@ -150,7 +149,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 			return BeginResult{Claim: &Claim{id: id, rev: rev, Takeover: true}}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return BeginResult{}, fmt.Errorf("idempotency takeover: %w", err)
+			return BeginResult{}, natsErr("idempotency takeover", err)
 		}
 	}
 	return BeginResult{InFlight: true, RetryAfter: time.Second}, nil
@@ -181,7 +180,7 @@ func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string
 		return err
 	}
 	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		return fmt.Errorf("idempotency complete: %w", err)
+		return natsErr("idempotency complete", err)
 	}
 	return nil
 }
@@ -198,7 +197,7 @@ func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string)
 		return err
 	}
 	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		return fmt.Errorf("idempotency release: %w", err)
+		return natsErr("idempotency release", err)
 	}
 	return nil
 }

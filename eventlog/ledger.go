@@ -84,12 +84,12 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 	js, err := jetstream.New(l.nc)
 	if err != nil {
 		l.Close()
-		return nil, fmt.Errorf("open ledger: %w", err)
+		return nil, natsErr("open ledger", err)
 	}
 	l.js = js
 	if l.stream, err = js.CreateOrUpdateStream(ctx, l.streamConfig()); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("open ledger stream %s: %w", l.name, err)
+		return nil, natsErr(fmt.Sprintf("open ledger stream %s", l.name), err)
 	}
 	return l, nil
 }
@@ -136,7 +136,7 @@ func (l *Ledger) connect() error {
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"), nats.Token(token))
 	if err != nil {
 		srv.Shutdown()
-		return fmt.Errorf("connect to embedded nats: %w", err)
+		return natsErr("connect to embedded nats", err)
 	}
 	l.srv, l.nc, l.token = srv, nc, token
 	return nil
@@ -203,15 +203,9 @@ func (l *Ledger) Env() domain.Environment { return l.cfg.Env }
 // Subjects returns the subject layout of this ledger.
 func (l *Ledger) Subjects() Subjects { return l.subjects }
 
-// Conn is the NATS connection, for the packages that run their own consumers.
-func (l *Ledger) Conn() *nats.Conn { return l.nc }
-
-// JetStream is the JetStream context, for the packages that run their own
-// consumers or buckets.
-func (l *Ledger) JetStream() jetstream.JetStream { return l.js }
-
-// Stream is the ledger stream.
-func (l *Ledger) Stream() jetstream.Stream { return l.stream }
+// Replicas is the replica count of the ledger stream, which the service's
+// other streams and buckets follow.
+func (l *Ledger) Replicas() int { return l.cfg.Replicas }
 
 // Embedded reports whether the ledger runs inside this process.
 func (l *Ledger) Embedded() bool { return l.srv != nil }
@@ -269,7 +263,7 @@ func redactOne(s string) string {
 func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
 	info, err := l.stream.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ledger last sequence: %w", err)
+		return 0, natsErr("ledger last sequence", err)
 	}
 	return info.State.LastSeq, nil
 }
@@ -310,7 +304,7 @@ func (l *Ledger) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jets
 	}
 	kv, err := l.js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
+		return nil, natsErr(fmt.Sprintf("open bucket %s", cfg.Bucket), err)
 	}
 	l.buckets[cfg.Bucket] = kv
 	return kv, nil

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -42,11 +41,11 @@ func (r *RateLimits) GetWithTime(ctx context.Context, key string) (int64, time.T
 		return -1, now, nil
 	}
 	if err != nil {
-		return 0, now, fmt.Errorf("rate limit get: %w", err)
+		return 0, now, natsErr("rate limit get", err)
 	}
 	v, err := strconv.ParseInt(string(entry.Value()), 10, 64)
 	if err != nil {
-		return 0, now, fmt.Errorf("rate limit get: %w", err)
+		return 0, now, natsErr("rate limit get", err)
 	}
 	return v, now, nil
 }
@@ -58,7 +57,7 @@ func (r *RateLimits) SetIfNotExistsWithTTL(ctx context.Context, key string, valu
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("rate limit set: %w", err)
+		return false, natsErr("rate limit set", err)
 	}
 	return true, nil
 }
@@ -70,7 +69,7 @@ func (r *RateLimits) CompareAndSwapWithTTL(ctx context.Context, key string, old,
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("rate limit swap: %w", err)
+		return false, natsErr("rate limit swap", err)
 	}
 	if string(entry.Value()) != strconv.FormatInt(old, 10) {
 		return false, nil
@@ -80,7 +79,7 @@ func (r *RateLimits) CompareAndSwapWithTTL(ctx context.Context, key string, old,
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("rate limit swap: %w", err)
+		return false, natsErr("rate limit swap", err)
 	}
 	return true, nil
 }

@@ -61,7 +61,7 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 		return Appended{}, err
 	}
 	if len(data) > MaxEventSize {
-		return Appended{}, domain.Errorf(domain.KindInvalid, "payload-too-large", "The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
+		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
 	}
 	if msgID == "" {
 		msgID = ev.ID
@@ -77,12 +77,12 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 		if isConflict(err) {
 			return Appended{}, fmt.Errorf("append %s: %w", subject, ErrConflict)
 		}
-		return Appended{}, fmt.Errorf("append %s: %w", subject, err)
+		return Appended{}, natsErr(fmt.Sprintf("append %s", subject), err)
 	}
 	if ack.Duplicate {
 		rec, err := l.Get(ctx, ack.Sequence)
 		if err != nil {
-			return Appended{}, fmt.Errorf("append %s: load duplicate: %w", subject, err)
+			return Appended{}, natsErr(fmt.Sprintf("append %s: load duplicate", subject), err)
 		}
 		return Appended{Record: rec, Duplicate: true}, nil
 	}
@@ -136,7 +136,7 @@ func (l *Ledger) Read(ctx context.Context, filter string, after uint64, max int)
 func (l *Ledger) Get(ctx context.Context, seq uint64) (Record, error) {
 	recs, _, err := l.direct(ctx, directGetRequest{Seq: seq})
 	if err != nil {
-		return Record{}, fmt.Errorf("get %d: %w", seq, err)
+		return Record{}, natsErr(fmt.Sprintf("get %d", seq), err)
 	}
 	return recs[0], nil
 }
@@ -184,11 +184,11 @@ func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetReq
 	msgs := make(chan *nats.Msg, max(req.Batch, 1)+1)
 	sub, err := l.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
-		return nil, 0, fmt.Errorf("direct get: %w", err)
+		return nil, 0, natsErr("direct get", err)
 	}
 	defer sub.Unsubscribe()
 	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
-		return nil, 0, fmt.Errorf("direct get: %w", err)
+		return nil, 0, natsErr("direct get", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -201,7 +201,7 @@ func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetReq
 		select {
 		case msg = <-msgs:
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("direct get: %w", ctx.Err())
+			return nil, 0, natsErr("direct get", ctx.Err())
 		}
 		switch msg.Header.Get("Status") {
 		case "":
@@ -242,14 +242,4 @@ func (l *Ledger) record(seq uint64, subject string, stored time.Time, msgID stri
 		Seq: seq, Subject: subject, Stored: stored, MsgID: msgID,
 		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
 	}, nil
-}
-
-// RecordOf turns a message delivered by a consumer on the ledger stream into
-// a Record.
-func (l *Ledger) RecordOf(msg jetstream.Msg) (Record, error) {
-	meta, err := msg.Metadata()
-	if err != nil {
-		return Record{}, fmt.Errorf("ledger message metadata: %w", err)
-	}
-	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -41,7 +40,7 @@ func (s *SeenSet) Has(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("seen set: %w", err)
+		return false, natsErr("seen set", err)
 	}
 	return true, nil
 }
@@ -49,7 +48,7 @@ func (s *SeenSet) Has(ctx context.Context, id string) (bool, error) {
 // Add remembers id.
 func (s *SeenSet) Add(ctx context.Context, id string) error {
 	if _, err := s.kv.Put(ctx, seenKey(id), []byte{1}); err != nil {
-		return fmt.Errorf("seen set: %w", err)
+		return natsErr("seen set", err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,11 +64,11 @@ func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.K
 		DenyDelete:        false,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("open vault: %w", err)
+		return nil, nil, natsErr("open vault", err)
 	}
 	kv, err := l.js.KeyValue(ctx, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open vault: %w", err)
+		return nil, nil, natsErr("open vault", err)
 	}
 	return stream, kv, nil
 }
@@ -93,7 +92,7 @@ func (v *Vault) DonorID(partnerID, phone string) string {
 // Put stores the donor's phone.
 func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
 	if _, err := v.kv.Put(ctx, donorID, v.seal.Seal([]byte(phone), []byte(donorID))); err != nil {
-		return fmt.Errorf("vault put: %w", err)
+		return natsErr("vault put", err)
 	}
 	return nil
 }
@@ -109,11 +108,11 @@ func (v *Vault) Phone(ctx context.Context, donorID string) (string, error) {
 		return "", ErrForgotten
 	}
 	if err != nil {
-		return "", fmt.Errorf("vault get: %w", err)
+		return "", natsErr("vault get", err)
 	}
 	phone, err := v.seal.Open(entry.Value(), []byte(donorID))
 	if err != nil {
-		return "", fmt.Errorf("vault get: %w", err)
+		return "", natsErr("vault get", err)
 	}
 	return string(phone), nil
 }
@@ -132,18 +131,18 @@ func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream,
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("vault forget: %w", err)
+			return natsErr("vault forget", err)
 		}
 		found = true
 		if err := stream.SecureDeleteMsg(ctx, entry.Revision()); err != nil {
-			return fmt.Errorf("vault forget: erase: %w", err)
+			return natsErr("vault forget: erase", err)
 		}
 	}
 	if !found {
 		return ErrForgotten
 	}
 	if err := kv.Purge(ctx, donorID); err != nil {
-		return fmt.Errorf("vault forget: purge: %w", err)
+		return natsErr("vault forget: purge", err)
 	}
 	return nil
 }

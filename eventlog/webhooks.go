@@ -55,7 +55,7 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
 	if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("open attempt log %s: %w", a.name, err)
+		return nil, natsErr(fmt.Sprintf("open attempt log %s", a.name), err)
 	}
 	return a, nil
 }
@@ -75,10 +75,10 @@ func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.Deliv
 	}
 	data, err := json.Marshal(at)
 	if err != nil {
-		return fmt.Errorf("attempt log: %w", err)
+		return natsErr("attempt log", err)
 	}
 	if _, err := a.l.js.Publish(ctx, subject, data, jetstream.WithExpectStream(a.name)); err != nil {
-		return fmt.Errorf("attempt log %s: %w", subject, err)
+		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	return nil
 }
@@ -94,13 +94,13 @@ func (a *AttemptLog) Last(ctx context.Context, partner, endpoint string) ([]doma
 		return []domain.DeliveryAttempt{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("attempt log %s: %w", subject, err)
+		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	out := make([]domain.DeliveryAttempt, 0, len(msgs))
 	for _, m := range msgs {
 		var at domain.DeliveryAttempt
 		if err := json.Unmarshal(m.Data, &at); err != nil {
-			return nil, fmt.Errorf("attempt log %s: %w", subject, err)
+			return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
 		}
 		out = append(out, at)
 	}
@@ -116,10 +116,10 @@ func (a *AttemptLog) Forget(ctx context.Context, partner, endpoint string) error
 	}
 	st, err := a.l.js.Stream(ctx, a.name)
 	if err != nil {
-		return fmt.Errorf("attempt log: %w", err)
+		return natsErr("attempt log", err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-		return fmt.Errorf("attempt log purge %s: %w", subject, err)
+		return natsErr(fmt.Sprintf("attempt log purge %s", subject), err)
 	}
 	return nil
 }

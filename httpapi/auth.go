@@ -14,7 +14,7 @@ import (
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := bearer(r.Header.Get("Authorization"))
-		if !ok || !domain.WellFormedKey(s.cfg.Env, secret) {
+		if !ok || !domain.WellFormedKey(s.app.Env(), secret) {
 			writeUnauthorized(w, r)
 			return
 		}
@@ -23,7 +23,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		if !found || p.Revoked || p.Environment != s.cfg.Env {
+		if !found || p.Revoked || p.Environment != s.app.Env() {
 			writeUnauthorized(w, r)
 			return
 		}

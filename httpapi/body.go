@@ -18,17 +18,17 @@ const MaxBody = 1 << 20
 
 // readBody reads the whole request body, refusing more than MaxBody and
 // anything but JSON. An empty body is allowed for routes that take none.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *ProblemType) {
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *domain.Problem) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, &ProblemPayloadTooLarge
+		return nil, &domain.ProblemPayloadTooLarge
 	}
 	if err != nil {
-		return nil, &ProblemMalformedJSON
+		return nil, &domain.ProblemMalformedJSON
 	}
 	if len(body) > 0 && !isJSON(r.Header.Get("Content-Type")) {
-		return nil, &ProblemUnsupportedMedia
+		return nil, &domain.ProblemUnsupportedMedia
 	}
 	return body, nil
 }
@@ -43,14 +43,14 @@ func isJSON(contentType string) bool {
 func decodeJSON(r *http.Request, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The body could not be read.")
+		return domain.ProblemMalformedJSON.New("The body could not be read.")
 	}
 	return decodeStrict(body, v)
 }
 
 func decodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The request body is empty; a JSON object is required.")
+		return domain.ProblemMalformedJSON.New("The request body is empty; a JSON object is required.")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -59,10 +59,10 @@ func decodeStrict(body []byte, v any) error {
 		return jsonError(err)
 	}
 	if dec.More() {
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The body holds more than one JSON value.")
+		return domain.ProblemMalformedJSON.New("The body holds more than one JSON value.")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The body has trailing data after the JSON value.")
+		return domain.ProblemMalformedJSON.New("The body has trailing data after the JSON value.")
 	}
 	return nil
 }
@@ -76,21 +76,21 @@ func jsonError(err error) error {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The body must be a JSON object.")
+			return domain.ProblemMalformedJSON.New("The body must be a JSON object.")
 		}
 		var v domain.Validation
 		v.Add(field, "must be %s, not %s", jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
 		return v.Err()
 	case errors.As(err, &syntaxErr):
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "Invalid JSON at byte %d.", syntaxErr.Offset)
+		return domain.ProblemMalformedJSON.New("Invalid JSON at byte %d.", syntaxErr.Offset)
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The JSON body ends too early.")
+		return domain.ProblemMalformedJSON.New("The JSON body ends too early.")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		var v domain.Validation
 		v.Add(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a known field")
 		return v.Err()
 	}
-	return domain.Errorf(domain.KindInvalid, ProblemMalformedJSON.Slug, "The body is not valid JSON.")
+	return domain.ProblemMalformedJSON.New("The body is not valid JSON.")
 }
 
 func jsonTypeName(kind string) string {

@@ -1,16 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // churchView is a church as the API shows it.
@@ -63,45 +60,13 @@ func (s *Server) importChurches(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := *req.Churches
 	if len(raw) > domain.MaxImportRows {
-		writeProblem(w, r, ProblemBatchTooLarge, "An import holds at most "+strconv.Itoa(domain.MaxImportRows)+" churches; this one has "+strconv.Itoa(len(raw))+".", nil)
+		writeProblem(w, r, domain.ProblemBatchTooLarge, "An import holds at most "+strconv.Itoa(domain.MaxImportRows)+" churches; this one has "+strconv.Itoa(len(raw))+".", nil)
 		return
 	}
-	rows := decodeImportRows(raw)
-	pid := partnerID(r)
-	var results []domain.RowResult
-	out, err := s.execute(r, 0, eventlog.Command{
-		Partner: pid, Aggregate: domain.ChurchCatalogue, LastOnly: true,
-		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
-			if err := s.waitApplied(ctx, h.Last); err != nil {
-				return nil, err
-			}
-			var lookupErr error
-			used := func(ext string) bool {
-				u, err := s.store.ExternalIDUsed(pid, ext)
-				if err != nil {
-					lookupErr = err
-				}
-				return u
-			}
-			ev, res, err := domain.ImportChurches(pid, rows, used, time.Now())
-			results = res
-			if lookupErr != nil {
-				return nil, lookupErr
-			}
-			return ev, err
-		},
-	})
+	results, err := s.app.ImportChurches(r.Context(), partnerID(r), decodeImportRows(raw))
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	if out.Replayed {
-		ev, err := out.Record.Event()
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		results = ev.Payload.(*domain.ChurchesImported).Results(ev.OccurredAt)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": viewRowResults(results)})
 }
@@ -113,11 +78,11 @@ func decodeImportRows(raw []json.RawMessage) []domain.ImportRow {
 	for i, item := range raw {
 		var row importRow
 		if err := decodeStrict(item, &row); err != nil {
-			rows[i].Err = domain.Errorf(domain.KindInvalid, ProblemInvalidRow.Slug, "%s", rowDecodeDetail(err))
+			rows[i].Err = domain.ProblemInvalidRow.New("%s", rowDecodeDetail(err))
 			continue
 		}
 		if row.Name == nil {
-			rows[i].Err = domain.Errorf(domain.KindInvalid, ProblemInvalidRow.Slug, "name is required")
+			rows[i].Err = domain.ProblemInvalidRow.New("name is required")
 			continue
 		}
 		rows[i].Name, rows[i].ExternalID = *row.Name, row.ExternalID
@@ -145,9 +110,9 @@ func viewRowResults(results []domain.RowResult) []rowResult {
 			out[i].Status, out[i].Church = "created", &v
 			continue
 		}
-		p, ok := catalogue[res.Err.Code]
+		p, ok := domain.ProblemFor(res.Err.Code)
 		if !ok {
-			p = ProblemInvalidRow
+			p = domain.ProblemInvalidRow
 		}
 		out[i].Status = "rejected"
 		out[i].Error = &rowError{Type: p.TypeURI(), Title: p.Title, Detail: res.Err.Detail}
@@ -178,7 +143,7 @@ type listPage[T any] struct {
 
 func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
-	servePage(s, w, r, eventlog.CursorChurches, func(after []byte, limit int) ([]domain.Church, []byte, bool, error) {
+	servePage(s, w, r, domain.CursorChurches, func(after []byte, limit int) ([]domain.Church, []byte, bool, error) {
 		return s.store.Churches(pid, after, limit)
 	}, viewChurch)
 }
@@ -187,7 +152,7 @@ func (s *Server) listChurches(w http.ResponseWriter, r *http.Request) {
 // (1 to 100, default 50) and `cursor`, fetches the items after the cursor's
 // position, and wraps the last one's position as next_cursor when more
 // follow. A cursor of another list or partner, or an altered one, is 400.
-func servePage[M, V any](s *Server, w http.ResponseWriter, r *http.Request, kind eventlog.CursorKind,
+func servePage[M, V any](s *Server, w http.ResponseWriter, r *http.Request, kind domain.CursorKind,
 	fetch func(after []byte, limit int) ([]M, []byte, bool, error), view func(M) V) {
 	pid := partnerID(r)
 	limit, err := queryLimit(r, 50, 100)
@@ -198,7 +163,7 @@ func servePage[M, V any](s *Server, w http.ResponseWriter, r *http.Request, kind
 	var after []byte
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		if after, err = s.cursors.Decode(kind, pid, c); err != nil {
-			writeProblem(w, r, ProblemInvalidCursor, "", nil)
+			writeProblem(w, r, domain.ProblemInvalidCursor, "", nil)
 			return
 		}
 	}

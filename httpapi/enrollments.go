@@ -6,7 +6,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -66,7 +65,7 @@ func (s *Server) listEnrollments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	servePage(s, w, r, eventlog.CursorEnrollments, func(after []byte, limit int) ([]projections.EnrollmentView, []byte, bool, error) {
+	servePage(s, w, r, domain.CursorEnrollments, func(after []byte, limit int) ([]projections.EnrollmentView, []byte, bool, error) {
 		return s.store.Enrollments(pid, f, after, limit)
 	}, viewEnrollment)
 }

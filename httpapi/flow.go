@@ -14,8 +14,8 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // The hosted donor flow: server-rendered pages at the session url. It is not
@@ -87,7 +87,7 @@ func (s *Server) flowSession(w http.ResponseWriter, r *http.Request) (domain.Ses
 		err  error
 	)
 	if _, decErr := base64.RawURLEncoding.DecodeString(token); len(token) == flowTokenLength && decErr == nil {
-		sess, ok, err = s.store.SessionByToken(domain.HashSecret(token))
+		sess, ok, err = s.app.SessionByToken(token)
 	}
 	if err != nil {
 		s.flowFail(w, r, err)
@@ -122,13 +122,8 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 // flowExpired records the expiry (once, whoever sees it first: this page or
 // the sweeper) and shows the expiry page.
 func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session, now time.Time) {
-	if sess.Status == domain.SessionOpen {
-		_, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-			return domain.Expire(cur, now), nil
-		})
-		if err != nil {
-			logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
-		}
+	if err := s.app.ExpireSession(r.Context(), sess, now); err != nil {
+		logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
 	}
 	s.renderFlow(w, r, flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired",
 		ReturnURL: returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)})
@@ -151,9 +146,7 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 	// secret the browser already holds, if any.
 	_, heldHash := heldSecret(r)
 	fresh := randomSecret()
-	after, err := s.sessionCommand(r.Context(), sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Bind(cur, heldHash, domain.HashSecret(fresh), now)
-	})
+	after, err := s.app.BindBrowser(r.Context(), *sess, heldHash, domain.HashSecret(fresh), now)
 	switch {
 	case errors.Is(err, domain.ErrLinkUsed):
 		s.renderFlow(w, r, flowUsedPage())
@@ -172,7 +165,7 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 	http.SetCookie(w, &http.Cookie{
 		Name: flowCookie, Value: fresh, Path: "/flow/" + token,
 		Expires: sess.ExpiresAt, MaxAge: int(sess.ExpiresAt.Sub(now) / time.Second),
-		HttpOnly: true, Secure: strings.HasPrefix(s.cfg.PublicURL, "https://"), SameSite: http.SameSiteLaxMode,
+		HttpOnly: true, Secure: strings.HasPrefix(s.app.PublicURL(), "https://"), SameSite: http.SameSiteLaxMode,
 	})
 	return fresh, true
 }
@@ -208,7 +201,7 @@ func randomSecret() string {
 // csrfToken binds a form to the session and to the browser's binding
 // secret, which a cross-site page cannot read.
 func (s *Server) csrfToken(sessionID, secret string) string {
-	m := hmac.New(sha256.New, s.csrfKey)
+	m := hmac.New(sha256.New, s.cfg.Keys.CSRF)
 	m.Write([]byte(sessionID))
 	m.Write([]byte{0})
 	m.Write([]byte(secret))
@@ -245,7 +238,7 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		if held, _ := heldSecret(r); !ok && held != "" && sess.BindingHash == "" {
 			// This instance may not have applied the binding yet: check
 			// the browser against the session as the ledger holds it.
-			if sess, err = s.ledgerSession(r.Context(), sess); err != nil {
+			if sess, err = s.app.SessionFromLedger(r.Context(), sess); err != nil {
 				s.flowFail(w, r, err)
 				return
 			}
@@ -268,9 +261,11 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		var de *domain.Error
 		switch {
 		case errors.Is(err, domain.ErrWrongStep) || errors.Is(err, domain.ErrSessionClosed):
-		case errors.As(err, &de) && flashes[de.Code].Message != "":
-			flash = de.Code
-		case errors.Is(err, eventlog.ErrForgotten):
+		case errors.As(err, &de) && flashes[string(de.Code)].Message != "":
+			flash = string(de.Code)
+		case errors.Is(err, app.ErrPhoneService):
+			flash = "sms-failed"
+		case errors.Is(err, app.ErrDonorForgotten):
 			s.renderFlow(w, r, flowUnavailablePage())
 			return
 		case err != nil:
@@ -287,26 +282,10 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 
 // flowSendCode sends a verification code (the first, or a resend).
 func (s *Server) flowSendCode(ctx context.Context, f *flowRequest) (string, error) {
-	phone, err := s.vault.Phone(ctx, f.sess.DonorID)
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.SendCode(cur, f.now)
-	}); err != nil {
-		return "", err
-	}
-	if err := s.sms.Send(ctx, phone); err != nil {
-		logger(ctx).Error().Err(err).Str("session_id", f.sess.ID).Msg("sms send failed")
-		return "sms-failed", nil
-	}
-	return "", nil
+	return "", s.app.SendCode(ctx, f.sess, f.now)
 }
 
-// flowCheckCode checks an entered code. The domain first says whether a
-// check may happen at all (a code was sent, it has not expired, the session
-// is not locked), so the vendor is asked only when it counts; then the
-// vendor's answer is recorded, counting a wrong try.
+// flowCheckCode checks an entered code.
 func (s *Server) flowCheckCode(ctx context.Context, f *flowRequest) (string, error) {
 	code := strings.Map(func(r rune) rune {
 		if r == ' ' || r == '-' {
@@ -317,23 +296,8 @@ func (s *Server) flowCheckCode(ctx context.Context, f *flowRequest) (string, err
 	if !sixDigits(code) {
 		return "code-format", nil
 	}
-	probe := f.sess
-	if _, err := domain.CheckCode(&probe, false, f.now); err != nil {
-		return "", err
-	}
-	phone, err := s.vault.Phone(ctx, f.sess.DonorID)
-	if err != nil {
-		return "", err
-	}
-	correct, err := s.sms.Check(ctx, phone, code)
-	if err != nil {
-		logger(ctx).Error().Err(err).Str("session_id", f.sess.ID).Msg("sms check failed")
-		return "sms-failed", nil
-	}
-	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.CheckCode(cur, correct, f.now)
-	})
-	if err != nil || correct || after.Locked {
+	res, err := s.app.CheckCode(ctx, f.sess, code, f.now)
+	if err != nil || res.Correct || res.Locked {
 		return "", err
 	}
 	return "code-wrong", nil
@@ -351,8 +315,7 @@ func sixDigits(s string) bool {
 	return true
 }
 
-// flowConsent records the donor's consent to the text the page showed, then
-// on the sandbox lets a seed donor's phone decide identity verification.
+// flowConsent records the donor's consent to the text the page showed.
 func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error) {
 	if f.form.Get("version") != domain.ConsentVersion {
 		return "consent-changed", nil
@@ -360,49 +323,15 @@ func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error
 	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
 		return "consent-missing", nil
 	}
-	church, err := s.churchName(f.sess)
-	if err != nil {
-		return "", err
-	}
-	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Consent(cur, church, f.now)
-	})
-	if err != nil {
-		return "", err
-	}
-	return "", s.seedKYC(ctx, after, f.now)
+	return "", s.app.Consent(ctx, f.sess, f.now)
 }
 
-// seedKYC decides identity verification at once for the sandbox's seed
-// donors. Other donors wait for the KYC vendor (the simulator on the
-// sandbox).
-func (s *Server) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
-	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
-		return nil
-	}
-	phone, err := s.vault.Phone(ctx, sess.DonorID)
-	if err != nil {
-		return err
-	}
-	outcome, ok := domain.SeedKYC(phone)
-	if !ok {
-		return nil
-	}
-	_, err = s.sessionCommand(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.DecideKYC(cur, outcome, "seed", now)
-	})
-	return err
-}
-
-// flowPayroll signs the donor in to their payroll provider. On success the
-// session completes, naming a new enrollment, and the enrollment is created
-// (enrollment.created).
+// flowPayroll signs the donor in to their payroll provider.
 func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error) {
-	providers := s.payrollProviders()
-	if len(providers) == 0 {
+	if len(s.app.PayrollProviders()) == 0 {
 		return "", nil
 	}
-	provider, ok := findProvider(providers, f.form.Get("provider"))
+	provider, ok := s.app.PayrollProvider(f.form.Get("provider"))
 	if !ok {
 		return "provider-missing", nil
 	}
@@ -410,71 +339,11 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	if strings.TrimSpace(user) == "" || password == "" {
 		return "credentials-missing", nil
 	}
-	if f.sess.Step(f.now) != domain.StepPayroll {
-		return "", nil
-	}
-	if !domain.SandboxPayrollSignIn(user, password) {
-		_, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
-			return domain.FailPayroll(cur, provider.ID, f.now)
-		})
-		if err != nil {
-			return "", err
-		}
-		return "payroll-failed:" + provider.ID, nil
-	}
-	enrollment := domain.NewID(domain.PrefixEnrollment)
-	after, err := s.flowCommand(ctx, f, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.CompleteSession(cur, enrollment, provider.ID, f.now)
-	})
-	if err != nil {
+	connected, err := s.app.ConnectPayroll(ctx, f.sess, provider, user, password, f.now)
+	if err != nil || connected {
 		return "", err
 	}
-	// If this fails the sweeper (or a reload of the done page) creates it:
-	// the id is in the session.
-	if err := s.ensureEnrollment(ctx, after); err != nil {
-		logger(ctx).Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
-	}
-	return "", nil
-}
-
-// payrollProviders lists the providers a donor can choose from. Only the
-// sandbox has any until a production payroll vendor is connected.
-func (s *Server) payrollProviders() []domain.PayrollProvider {
-	if s.cfg.Env != domain.Sandbox {
-		return nil
-	}
-	return domain.SandboxPayrollProviders
-}
-
-func findProvider(list []domain.PayrollProvider, id string) (domain.PayrollProvider, bool) {
-	for _, p := range list {
-		if p.ID == id {
-			return p, true
-		}
-	}
-	return domain.PayrollProvider{}, false
-}
-
-// ledgerSession loads a session from the ledger, which may be ahead of the
-// local projections.
-func (s *Server) ledgerSession(ctx context.Context, sess domain.Session) (domain.Session, error) {
-	return s.sessionCommand(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
-}
-
-// flowCommand runs a decision on the request's session.
-func (s *Server) flowCommand(ctx context.Context, f *flowRequest, decide func(*domain.Session) (*domain.Event, error)) (domain.Session, error) {
-	return s.sessionCommand(ctx, f.sess.PartnerID, f.sess.ID, decide)
-}
-
-func (s *Server) churchName(sess domain.Session) (string, error) {
-	c, ok, err := s.store.Church(sess.PartnerID, sess.ChurchID)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", domain.NotFound("church", sess.ChurchID)
-	}
-	return c.Name, nil
+	return "payroll-failed:" + provider.ID, nil
 }
 
 // returnURL is the partner's redirect_url with session_id and status added
@@ -503,7 +372,7 @@ func (s *Server) flowUnknown(w http.ResponseWriter, r *http.Request) {
 func (s *Server) flowFail(w http.ResponseWriter, r *http.Request, err error) {
 	logger(r.Context()).Error().Err(err).Msg("flow request failed")
 	status := http.StatusInternalServerError
-	if isUnavailable(err) {
+	if errors.Is(err, domain.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		status = http.StatusServiceUnavailable
 	}
 	s.renderFlow(w, r, flowView{Status: status, Page: "trouble", Title: "Something went wrong", RequestID: requestID(r.Context())})

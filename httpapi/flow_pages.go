@@ -15,8 +15,8 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // The flow's pages and assets, embedded: nothing is loaded from elsewhere.
@@ -89,7 +89,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	ctx := r.Context()
 	sess := f.sess
 	v := flowView{Status: http.StatusOK, Action: "/flow/" + f.token, CSRF: s.csrfToken(sess.ID, f.secret), Gift: sess.Giving.Words()}
-	church, err := s.churchName(sess)
+	church, err := s.app.ChurchName(sess)
 	if err != nil {
 		s.flowFail(w, r, err)
 		return
@@ -101,7 +101,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	step := sess.Step(f.now)
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
-		if _, err := s.vault.Phone(ctx, sess.DonorID); err != nil {
+		if err := s.app.CheckDonor(ctx, sess.DonorID); err != nil {
 			s.flowVaultFail(w, r, err)
 			return
 		}
@@ -109,11 +109,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	if step == domain.StepKYC && sess.KYC == "" {
 		// Normally decided right after consent; this repairs a decision an
 		// earlier request did not get to record.
-		if err := s.seedKYC(ctx, sess, f.now); err != nil {
-			s.flowFail(w, r, err)
-			return
-		}
-		if sess, _, err = s.store.Session(sess.PartnerID, sess.ID); err != nil {
+		if sess, err = s.app.RepairKYC(ctx, sess, f.now); err != nil {
 			s.flowFail(w, r, err)
 			return
 		}
@@ -121,13 +117,13 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	}
 	switch step {
 	case domain.StepVerifyPhone:
-		phone, err := s.vault.Phone(ctx, sess.DonorID)
+		ending, err := s.app.PhoneEnding(ctx, sess.DonorID)
 		if err != nil {
 			s.flowVaultFail(w, r, err)
 			return
 		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
-		v.PhoneEnd = phone[len(phone)-2:]
+		v.PhoneEnd = ending
 		v.CodeSent = sess.CodeSentAt != nil
 		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
 		if v.Error != nil && flash == "code-wrong" {
@@ -150,14 +146,14 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		}
 	case domain.StepPayroll:
 		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
-		v.Providers, v.Sandbox = s.payrollProviders(), s.cfg.Env == domain.Sandbox
+		v.Providers, v.Sandbox = s.app.PayrollProviders(), s.app.Env() == domain.Sandbox
 		if id, ok := strings.CutPrefix(flash, "payroll-failed:"); ok {
-			if p, ok := findProvider(v.Providers, id); ok {
+			if p, ok := s.app.PayrollProvider(id); ok {
 				v.Page, v.Title, v.Provider = "payroll_failed", "We couldn't sign you in", p.Name
 			}
 		}
 	case domain.StepDone:
-		if err := s.ensureEnrollmentOnce(r, sess); err != nil {
+		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
 			s.flowFail(w, r, err)
 			return
 		}
@@ -176,20 +172,10 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	s.renderFlow(w, r, v)
 }
 
-// ensureEnrollmentOnce creates a completed session's enrollment if the
-// request that completed it did not get to.
-func (s *Server) ensureEnrollmentOnce(r *http.Request, sess domain.Session) error {
-	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
-	if err != nil || ok {
-		return err
-	}
-	return s.ensureEnrollment(r.Context(), sess)
-}
-
 // flowVaultFail shows the "no longer available" page for a donor whose phone
 // was erased, and the trouble page for anything else.
 func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, eventlog.ErrForgotten) {
+	if errors.Is(err, app.ErrDonorForgotten) {
 		s.renderFlow(w, r, flowUnavailablePage())
 		return
 	}
@@ -305,7 +291,7 @@ func assetURL(name string) string {
 func serveFlowAsset(w http.ResponseWriter, r *http.Request) {
 	a, ok := flowAssets[mux.Vars(r)["name"]]
 	if !ok {
-		writeProblem(w, r, ProblemNotFound, "No such asset.", nil)
+		writeProblem(w, r, domain.ProblemNotFound, "No such asset.", nil)
 		return
 	}
 	w.Header().Set("Content-Type", a.contentType)

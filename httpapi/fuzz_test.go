@@ -63,7 +63,7 @@ func FuzzImportRequest(f *testing.F) {
 				t.Fatalf("row %d: %+v", i, r)
 			}
 			if r.Err != nil {
-				if p, ok := catalogue[r.Err.Code]; ok && p.Status/100 != 4 {
+				if p, ok := domain.ProblemFor(r.Err.Code); ok && p.Status/100 != 4 {
 					t.Fatalf("row %d rejected with a non-4xx problem %s", i, r.Err.Code)
 				}
 				continue
@@ -131,7 +131,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 // The fingerprint tells requests apart by method, path and body, so a key
 // reused for another route or body is caught.
 func TestFingerprintCoversMethodPathAndBody(t *testing.T) {
-	s := &Server{fpKey: []byte("fingerprint key")}
+	s := &Server{cfg: Config{Keys: Keys{Fingerprint: []byte("fingerprint key")}}}
 	fp := func(method, path, body string) string {
 		return s.fingerprint(httptest.NewRequest(method, path, nil), []byte(body))
 	}

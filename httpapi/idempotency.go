@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/app"
+	"github.com/partnergiving/giving/domain"
 )
 
 // maxIdempotencyKey is the longest Idempotency-Key accepted.
@@ -46,11 +47,11 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
 		if len(key) == 0 {
-			writeProblem(w, r, ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
 			return
 		}
 		if len(key) > 1 || !validIdempotencyKey(key[0]) {
-			writeProblem(w, r, ProblemIdempotencyKeyInvalid, "Idempotency-Key must be sent once, as 1 to 255 visible ASCII characters (0x21 to 0x7E).", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyKeyInvalid, "Idempotency-Key must be sent once, as 1 to 255 visible ASCII characters (0x21 to 0x7E).", nil)
 			return
 		}
 		body, p := readBody(w, r)
@@ -59,26 +60,26 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		fp := s.fingerprint(r, body)
-		begin, err := s.idem.Begin(r.Context(), partnerID(r), key[0], fp)
+		begin, err := s.app.BeginRequest(r.Context(), partnerID(r), key[0], fp)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
 		switch {
 		case begin.Mismatch:
-			writeProblem(w, r, ProblemIdempotencyKeyReused, "This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyKeyReused, "This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", nil)
 			return
 		case begin.InFlight:
 			secs := strconv.Itoa(int(begin.RetryAfter / time.Second))
 			w.Header().Set("Retry-After", secs)
-			writeProblem(w, r, ProblemIdempotencyInFlight, "A request with this Idempotency-Key is still running. Retry after "+secs+" seconds to get its result.", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyInFlight, "A request with this Idempotency-Key is still running. Retry after "+secs+" seconds to get its result.", nil)
 			return
 		case begin.Replay != nil:
 			replay(w, begin.Replay)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		r = r.WithContext(context.WithValue(r.Context(), ctxClaim, begin.Claim))
+		r = r.WithContext(app.WithClaim(r.Context(), begin.Claim))
 		rec := &recorder{header: http.Header{}}
 		defer func() {
 			// A panic is answered 500 further out; release the key so a
@@ -97,21 +98,21 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 // settle stores the response under the key, or releases the key after a
 // failure of ours. The request context may be gone (client hung up); the
 // record is still written, so the retry finds the result.
-func (s *Server) settle(r *http.Request, c *eventlog.Claim, fp string, rec *recorder) {
+func (s *Server) settle(r *http.Request, c *app.Claim, fp string, rec *recorder) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if rec.status >= 500 || rec.status == 0 {
-		if err := s.idem.Release(ctx, c, fp); err != nil {
+		if err := s.app.ReleaseRequest(ctx, c, fp); err != nil {
 			logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
 		}
 		return
 	}
-	if err := s.idem.Complete(ctx, c, fp, rec.status, rec.body.Bytes()); err != nil {
+	if err := s.app.CompleteRequest(ctx, c, fp, rec.status, rec.body.Bytes()); err != nil {
 		logger(r.Context()).Error().Err(err).Msg("idempotency complete failed")
 	}
 }
 
-func replay(w http.ResponseWriter, sr *eventlog.StoredResponse) {
+func replay(w http.ResponseWriter, sr *app.StoredResponse) {
 	status, ct := sr.Status, "application/json"
 	if status >= 400 {
 		ct = "application/problem+json"
@@ -129,15 +130,10 @@ func replay(w http.ResponseWriter, sr *eventlog.StoredResponse) {
 // body can hold a donor's phone, and a plain hash of it could be reversed by
 // trying every phone number.
 func (s *Server) fingerprint(r *http.Request, body []byte) string {
-	h := hmac.New(sha256.New, s.fpKey)
+	h := hmac.New(sha256.New, s.cfg.Keys.Fingerprint)
 	io.WriteString(h, r.Method+" "+r.URL.EscapedPath()+"\n")
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func claimFrom(ctx context.Context) *eventlog.Claim {
-	c, _ := ctx.Value(ctxClaim).(*eventlog.Claim)
-	return c
 }
 
 // recorder holds a response until the idempotency record is written, so a

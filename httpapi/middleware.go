@@ -16,10 +16,7 @@ import (
 
 type ctxKey int
 
-const (
-	ctxInfo ctxKey = iota
-	ctxClaim
-)
+const ctxInfo ctxKey = 0
 
 // requestInfo travels with a request. Inner middleware fills in what it
 // learns (the route, the caller) so the access log written by the outermost
@@ -95,7 +92,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				}
 				ri.log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("handler panicked")
 				if sw.status == 0 {
-					writeProblem(sw, r, ProblemInternal, "", nil)
+					writeProblem(sw, r, domain.ProblemInternal, "", nil)
 				}
 			}
 			s.accessLog(ri, r, sw, time.Since(start))

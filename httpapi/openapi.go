@@ -8,6 +8,8 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
+
+	"github.com/partnergiving/giving/domain"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -48,18 +50,18 @@ var problemPages = template.Must(template.New("problems").Parse(`<!doctype html>
 <body style="font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;line-height:1.5">
 {{if .One}}<h1>{{.One.Title}}</h1><p><code>type: {{.One.TypeURI}}</code> · HTTP {{.One.Status}}</p><p>{{.One.About}}</p><p><a href="/problems">All problem types</a></p>
 {{else}}<h1>Problem types</h1><p>Every error is <code>application/problem+json</code> with <code>type</code>, <code>title</code>, <code>status</code>, <code>detail</code> and <code>request_id</code>; validation errors add <code>errors</code>, a list of <code>{field, detail}</code>.</p>
-<dl>{{range .All}}<dt><a href="{{.TypeURI}}"><code>{{.Slug}}</code></a> · {{.Status}} {{.Title}}</dt><dd>{{.About}}</dd>{{end}}</dl>{{end}}
+<dl>{{range .All}}<dt><a href="{{.TypeURI}}"><code>{{.Code}}</code></a> · {{.Status}} {{.Title}}</dt><dd>{{.About}}</dd>{{end}}</dl>{{end}}
 </body></html>`))
 
 func serveProblemIndex(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = problemPages.Execute(w, map[string]any{"All": Problems()})
+	_ = problemPages.Execute(w, map[string]any{"All": domain.Problems()})
 }
 
 func serveProblem(w http.ResponseWriter, r *http.Request) {
-	p, ok := catalogue[mux.Vars(r)["slug"]]
-	if !ok {
-		writeProblem(w, r, ProblemNotFound, "No such problem type.", nil)
+	p, ok := domain.ProblemFor(domain.Code(mux.Vars(r)["slug"]))
+	if !ok || p.Flow {
+		writeProblem(w, r, domain.ProblemNotFound, "No such problem type.", nil)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

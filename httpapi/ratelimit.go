@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/v2"
-
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // RateLimit is the per-key token bucket: Burst requests at once, refilled at
@@ -25,7 +23,7 @@ type limiter struct {
 	policy string
 }
 
-func newLimiter(store *eventlog.RateLimits, rl RateLimit) (*limiter, error) {
+func newLimiter(store throttled.GCRAStoreCtx, rl RateLimit) (*limiter, error) {
 	if rl.PerSecond <= 0 || rl.Burst <= 0 {
 		return nil, fmt.Errorf("rate limit: per-second rate and burst must be positive")
 	}

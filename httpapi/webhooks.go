@@ -2,30 +2,14 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
-
-// Webhooks is what the webhook endpoint routes need from the dispatcher. The
-// dispatcher implements it and cmd/giving wires it in, so that this package
-// does not import the dispatcher and the same guard and sender serve the API
-// and the deliveries.
-type Webhooks interface {
-	// CheckURL refuses, as a validation error naming url, a receiver
-	// address the stack will not connect to.
-	CheckURL(ctx context.Context, rawURL string) error
-	// TestDelivery sends a signed webhook_endpoint.test envelope to the
-	// endpoint at once and logs the attempt.
-	TestDelivery(ctx context.Context, ep projections.WebhookEndpoint) (domain.DeliveryAttempt, error)
-}
 
 // endpointView is a webhook endpoint as the API shows it: never its secret.
 type endpointView struct {
@@ -71,113 +55,20 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	u, types, err := domain.ValidateWebhookEndpoint(*req.URL, *req.EventTypes)
+	created, err := s.app.CreateEndpoint(r.Context(), partnerID(r), *req.URL, *req.EventTypes)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.webhooks.CheckURL(r.Context(), u); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	pid := partnerID(r)
-	// The limit spans the partner's endpoints, each its own aggregate:
-	// creates take turns per partner, and each counts once the projections
-	// hold every endpoint event of the partner in the ledger.
-	release, err := s.ledger.Turn(r.Context(), s.endpointEvents(pid))
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	defer release()
-	id := domain.NewID(domain.PrefixEndpoint)
-	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
-	out, err := s.execute(r, 0, eventlog.Command{
-		Partner: pid, Aggregate: id,
-		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
-			// Counted here, after a crash-takeover recall found nothing:
-			// a recalled creation answers as it did, limit or not.
-			if err := s.endpointRoom(ctx, pid); err != nil {
-				return nil, err
-			}
-			ep := loadEndpoint(h)
-			ev, err := domain.CreateWebhookEndpoint(&ep, domain.NewWebhookEndpoint{
-				ID: id, PartnerID: pid, URL: u, EventTypes: types, SealedSecret: sealed,
-			}, time.Now())
-			return &ev, err
-		},
-	})
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	// Answer from the stored event, so that a request recalled after a crash
-	// shows the endpoint and secret that were actually created.
-	ev, err := out.Record.Event()
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	var ep domain.WebhookEndpoint
-	ep.Apply(ev)
-	secret, err := s.webhookSeal.Open(ep.SealedSecret, []byte(ep.ID))
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, createdEndpointView{endpointView: viewEndpoint(ep), Secret: string(secret)})
-}
-
-// endpointEvents matches every event about the partner's endpoints.
-func (s *Server) endpointEvents(pid string) string {
-	return s.ledger.Subjects().Noun(pid, "webhook_endpoint")
-}
-
-// endpointRoom refuses a new endpoint when the partner has
-// MaxWebhookEndpoints. The caller holds the partner's endpoint turn, so in
-// this process no create runs between the count and the append; the count
-// waits until the projections hold the newest endpoint event the ledger has
-// for the partner, so it includes the creates of other instances that came
-// before. Two instances creating a partner's last endpoint at the same
-// moment can still both pass: the ledger's check is per aggregate, and each
-// endpoint is its own.
-func (s *Server) endpointRoom(ctx context.Context, pid string) error {
-	last, err := s.ledger.LastOf(ctx, s.endpointEvents(pid))
-	if err != nil {
-		return err
-	}
-	if err := s.waitApplied(ctx, last); err != nil {
-		return err
-	}
-	existing, _, _, err := s.store.WebhookEndpoints(pid, nil, 0)
-	if err != nil {
-		return err
-	}
-	if len(existing) >= domain.MaxWebhookEndpoints {
-		return domain.Errorf(domain.KindConflict, "conflict", "A partner has at most %d webhook endpoints; delete one first.", domain.MaxWebhookEndpoints)
-	}
-	return nil
-}
-
-func loadEndpoint(h eventlog.History) domain.WebhookEndpoint {
-	var ep domain.WebhookEndpoint
-	for _, e := range h.Events {
-		ep.Apply(e)
-	}
-	return ep
+	writeJSON(w, http.StatusCreated, createdEndpointView{endpointView: viewEndpoint(created.Endpoint), Secret: created.Secret})
 }
 
 // endpoint finds one of the caller's endpoints, answering 404 itself when
 // there is none.
 func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) (projections.WebhookEndpoint, bool) {
-	id := mux.Vars(r)["id"]
-	ep, ok, err := s.store.WebhookEndpoint(partnerID(r), id)
+	ep, err := s.app.Endpoint(partnerID(r), mux.Vars(r)["id"])
 	if err != nil {
 		writeError(w, r, err)
-		return ep, false
-	}
-	if !ok {
-		writeError(w, r, domain.NotFound("webhook endpoint", id))
 		return ep, false
 	}
 	return ep, true
@@ -191,7 +82,7 @@ func (s *Server) getWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
-	servePage(s, w, r, eventlog.CursorEndpoints, func(after []byte, limit int) ([]projections.WebhookEndpoint, []byte, bool, error) {
+	servePage(s, w, r, domain.CursorEndpoints, func(after []byte, limit int) ([]projections.WebhookEndpoint, []byte, bool, error) {
 		return s.store.WebhookEndpoints(pid, after, limit)
 	}, func(ep projections.WebhookEndpoint) endpointView { return viewEndpoint(ep.WebhookEndpoint) })
 }
@@ -199,20 +90,7 @@ func (s *Server) listWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
 // deleteWebhookEndpoint removes an endpoint: no delivery starts for it
 // afterwards, retries included.
 func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
-	id, pid := mux.Vars(r)["id"], partnerID(r)
-	if !domain.ValidID(domain.PrefixEndpoint, id) {
-		writeError(w, r, domain.NotFound("webhook endpoint", id))
-		return
-	}
-	_, err := s.execute(r, 0, eventlog.Command{
-		Partner: pid, Aggregate: id,
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			ep := loadEndpoint(h)
-			ev, err := domain.DeleteWebhookEndpoint(&ep, id, time.Now())
-			return &ev, err
-		},
-	})
-	if err != nil {
+	if err := s.app.DeleteEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"]); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -237,11 +115,7 @@ func (s *Server) testWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	ep, ok := s.endpoint(w, r)
-	if !ok {
-		return
-	}
-	at, err := s.webhooks.TestDelivery(r.Context(), ep)
+	at, err := s.app.TestEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"])
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -290,11 +164,7 @@ func viewAttempt(a domain.DeliveryAttempt) attemptView {
 
 // listDeliveries shows the endpoint's last attempts, newest first.
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
-	ep, ok := s.endpoint(w, r)
-	if !ok {
-		return
-	}
-	attempts, err := s.attempts.Last(r.Context(), ep.PartnerID, ep.ID)
+	attempts, err := s.app.Deliveries(r.Context(), partnerID(r), mux.Vars(r)["id"])
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/partnergiving/giving/eventlog"
@@ -89,25 +88,7 @@ func (p *Projector) followOnce(ctx context.Context) error {
 }
 
 func (p *Projector) follow(ctx context.Context) error {
-	cons, err := p.ledger.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{p.ledger.Subjects().All()},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    p.store.Applied() + 1,
-	})
-	if err != nil {
-		return fmt.Errorf("projector consumer: %w", err)
-	}
-	return eventlog.ConsumeBatches(ctx, cons, maxBatch, func(batch []jetstream.Msg) error {
-		recs := make([]eventlog.Record, 0, len(batch))
-		for _, m := range batch {
-			rec, err := p.ledger.RecordOf(m)
-			if err != nil {
-				return err
-			}
-			recs = append(recs, rec)
-		}
-		return p.store.Apply(recs)
-	})
+	return p.ledger.Follow(ctx, p.store.Applied()+1, maxBatch, p.store.Apply)
 }
 
 // CatchUp blocks until the store has applied everything the ledger held when

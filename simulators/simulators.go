@@ -73,7 +73,7 @@ func (s *Simulator) send(ctx context.Context, kind, typ string, secret []byte, d
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
-	req.Header.Set("Vendor-Signature", domain.Sign(secret, now, body))
+	req.Header.Set(domain.VendorSignatureHeader, domain.Sign(secret, now, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("simulate %s: reach edge: %w", kind, err)

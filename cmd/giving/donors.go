@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // runDonorsForget erases a donor's phone from the vault for good. The ledger
@@ -47,52 +46,14 @@ func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer l.Close()
 	fmt.Fprintf(stderr, "(via %s)\n", via)
-	if *partner != "" {
-		ok, err := donorOfPartner(ctx, l, *partner, donor)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return domain.Errorf(domain.KindNotFound, "not-found", "Donor %s has no session with partner %s; nothing was erased.", donor, *partner)
-		}
-	}
-	err = l.ForgetDonor(ctx, donor)
-	if errors.Is(err, eventlog.ErrForgotten) {
-		fmt.Fprintf(stdout, "%s: no phone stored (already erased, or never stored)\n", donor)
-		return nil
-	}
+	erased, err := app.NewOperators(l).ForgetDonor(ctx, donor, *partner)
 	if err != nil {
 		return err
 	}
+	if !erased {
+		fmt.Fprintf(stdout, "%s: no phone stored (already erased, or never stored)\n", donor)
+		return nil
+	}
 	fmt.Fprintf(stdout, "%s: phone erased\n", donor)
 	return nil
-}
-
-// donorOfPartner reports whether one of the partner's sessions was opened
-// for donor. Only session openings are read: the filter is applied by the
-// server.
-func donorOfPartner(ctx context.Context, l *eventlog.Ledger, partner, donor string) (bool, error) {
-	var after uint64
-	for {
-		recs, pending, err := l.Read(ctx, l.Subjects().OfType("donor_session.created"), after, 1000)
-		if err != nil {
-			return false, err
-		}
-		for _, r := range recs {
-			after = r.Seq
-			if r.Partner != partner {
-				continue
-			}
-			ev, err := r.Event()
-			if err != nil {
-				return false, err
-			}
-			if ev.Payload.(*domain.SessionCreated).DonorID == donor {
-				return true, nil
-			}
-		}
-		if pending == 0 || len(recs) == 0 {
-			return false, nil
-		}
-	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/httpapi/sms"
+	"github.com/partnergiving/giving/sms"
 )
 
 func withSMS(v sms.Verifier) stackOption {

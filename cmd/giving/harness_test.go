@@ -14,7 +14,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
-	"github.com/partnergiving/giving/httpapi/sms"
+	"github.com/partnergiving/giving/sms"
 )
 
 // testStack is a real instance for a test: embedded JetStream and bbolt in a

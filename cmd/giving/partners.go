@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/partnergiving/giving/app"
 )
 
 // stringList is a repeatable flag.
@@ -42,7 +44,7 @@ func runPartnersCreate(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	defer l.Close()
-	id, key, err := createPartner(ctx, l, *name, origins)
+	id, key, err := app.NewOperators(l).CreatePartner(ctx, *name, origins)
 	if err != nil {
 		return err
 	}
@@ -71,7 +73,7 @@ func runKeysIssue(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer l.Close()
-	key, err := issueKey(ctx, l, *partner)
+	key, err := app.NewOperators(l).IssueKey(ctx, *partner)
 	if err != nil {
 		return err
 	}
@@ -99,7 +101,7 @@ func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer l.Close()
-	partner, err := revokeKey(ctx, l, *prefix)
+	partner, err := app.NewOperators(l).RevokeKey(ctx, *prefix)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"net/http"
 	"net/url"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"

@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -40,7 +41,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // replayOffline rebuilds the projection file of a stopped instance.
 func replayOffline(ctx context.Context, l *eventlog.Ledger, lf *ledgerFlags, stdout, stderr io.Writer) error {
 	cfg, _ := lf.config()
-	store, err := projections.Open(projectionsPath(cfg))
+	store, err := projections.Open(stack.ProjectionsPath(cfg))
 	if err != nil {
 		return err
 	}
@@ -58,16 +59,11 @@ func replayOffline(ctx context.Context, l *eventlog.Ledger, lf *ledgerFlags, std
 // replayOnline asks every running instance to rebuild and swap its file,
 // and follows their progress until each is done.
 func replayOnline(ctx context.Context, l *eventlog.Ledger, stdout, stderr io.Writer) error {
-	nc := l.Conn()
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	replies, err := l.Request(stack.ReplayTopic)
 	if err != nil {
 		return err
 	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(replaySubject(l.Env()), inbox, nil); err != nil {
-		return err
-	}
+	defer replies.Close()
 	bars := map[string]*progress{}
 	done := map[string]bool{}
 	var failed []error
@@ -82,15 +78,15 @@ func replayOnline(ctx context.Context, l *eventlog.Ledger, stdout, stderr io.Wri
 		if wait <= 0 || (len(bars) > 0 && len(done) == len(bars)) {
 			break
 		}
-		msg, err := sub.NextMsg(wait)
+		data, err := replies.Next(wait)
 		if err != nil {
 			if len(bars) == 0 {
 				return errors.New("no running instance answered the replay request")
 			}
 			return fmt.Errorf("instances stopped reporting: %w", err)
 		}
-		var r replayReport
-		if err := json.Unmarshal(msg.Data, &r); err != nil {
+		var r stack.ReplayReport
+		if err := json.Unmarshal(data, &r); err != nil {
 			continue
 		}
 		bar, ok := bars[r.Instance]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
+	"github.com/partnergiving/giving/internal/stack"
 )
 
 // serveFlags configure "giving serve".
@@ -123,7 +123,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		public = scheme + ln.Addr().String()
 	}
-	st, err := openStack(ctx, stackConfig{
+	st, err := stack.Open(ctx, stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
@@ -133,11 +133,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer st.Close()
-	if err := st.start(ctx); err != nil {
+	if err := st.Start(ctx); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: st.api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	srv.RegisterOnShutdown(st.api.EndLongPolls)
+	srv := &http.Server{Handler: st.API.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(st.API.EndLongPolls)
 	errc := make(chan error, 1)
 	go func() {
 		if useTLS {
@@ -148,12 +148,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 
 	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
-	if url := st.ledger.ClientURL(); st.ledger.Embedded() && url != "" {
+	if url := st.Ledger.ClientURL(); st.Ledger.Embedded() && url != "" {
 		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s (token in %s)\n",
 			eventlog.RedactURL(url), filepath.Join(f.ledger.data, eventlog.NATSTokenFile))
 	}
 	if f.demo {
-		if err := printDemo(ctx, st.ledger, f.ledger.data, public, stdout); err != nil {
+		if err := printDemo(ctx, st.Operators, f.ledger.data, public, stdout); err != nil {
 			return err
 		}
 	}
@@ -172,44 +172,4 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Error().Err(err).Msg("http shutdown")
 	}
 	return st.Close()
-}
-
-// demoRecord remembers the demo partner across restarts. It holds no key:
-// keys are only ever stored hashed, so each start issues a fresh one.
-type demoRecord struct {
-	PartnerID string `json:"partner_id"`
-}
-
-func printDemo(ctx context.Context, l *eventlog.Ledger, dataDir, public string, stdout io.Writer) error {
-	path := filepath.Join(dataDir, "demo-partner.json")
-	var rec demoRecord
-	if data, err := os.ReadFile(path); err == nil {
-		_ = json.Unmarshal(data, &rec)
-	}
-	var key domain.NewKey
-	var err error
-	if rec.PartnerID == "" {
-		rec.PartnerID, key, err = createPartner(ctx, l, "Demo Partner", []string{"https://localhost"})
-		if err != nil {
-			return fmt.Errorf("demo partner: %w", err)
-		}
-		data, _ := json.Marshal(rec)
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("demo partner: %w", err)
-		}
-	} else if key, err = issueKey(ctx, l, rec.PartnerID); err != nil {
-		return fmt.Errorf("demo partner key: %w", err)
-	}
-	fmt.Fprintf(stdout, `
-Demo partner: %s (redirect origin https://localhost)
-API key:      %s   (shown once; each start with --demo issues a fresh one)
-
-Try it:
-  curl -s %s/v1/churches/import \
-    -H 'Authorization: Bearer %s' \
-    -H 'Idempotency-Key: demo-1' \
-    -H 'Content-Type: application/json' \
-    -d '{"churches":[{"name":"Grace Chapel","external_id":"crm-1"}]}'
-`, rec.PartnerID, key.Secret, public, key.Secret)
-	return nil
 }

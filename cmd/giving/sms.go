@@ -4,7 +4,7 @@ import (
 	"flag"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/httpapi/sms"
+	"github.com/partnergiving/giving/sms"
 )
 
 // twilioFlags configure the production SMS verifier (Twilio Verify). Like

@@ -1,16 +1,14 @@
-package main
+package stack
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
@@ -25,8 +23,10 @@ type control struct {
 	projector *projections.Projector
 	log       zerolog.Logger
 
-	sub *nats.Subscription
-	mu  sync.Mutex // one rebuild at a time
+	stopListening func()
+	// taken counts the requests taken, for tests that must know one arrived.
+	taken atomic.Int64
+	mu    sync.Mutex // one rebuild at a time
 
 	// ctx ends when the instance stops, abandoning a rebuild; stop waits
 	// for the rebuilds before the stack closes the projection file and the
@@ -38,10 +38,11 @@ type control struct {
 	rebuilds sync.WaitGroup
 }
 
-func replaySubject(env domain.Environment) string { return "giving.control." + string(env) + ".replay" }
+// ReplayTopic is the control-plane topic of "giving replay".
+const ReplayTopic = "replay"
 
-// replayReport is one progress message of a rebuild.
-type replayReport struct {
+// ReplayReport is one progress message of an instance's rebuild.
+type ReplayReport struct {
 	Instance string `json:"instance"`
 	Applied  uint64 `json:"applied"`
 	Total    uint64 `json:"total"`
@@ -51,19 +52,19 @@ type replayReport struct {
 
 func (c *control) listen() error {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	sub, err := c.ledger.Conn().Subscribe(replaySubject(c.ledger.Env()), c.replay)
+	stop, err := c.ledger.Listen(ReplayTopic, c.replay)
 	if err != nil {
-		return fmt.Errorf("control: %w", err)
+		return err
 	}
-	c.sub = sub
+	c.stopListening = stop
 	return nil
 }
 
 // stop takes no more requests, abandons a rebuild under way and waits
 // until it has let go of the files.
 func (c *control) stop() {
-	if c.sub != nil {
-		_ = c.sub.Unsubscribe()
+	if c.stopListening != nil {
+		c.stopListening()
 	}
 	c.runMu.Lock()
 	c.stopped = true
@@ -74,10 +75,8 @@ func (c *control) stop() {
 	c.rebuilds.Wait()
 }
 
-func (c *control) replay(msg *nats.Msg) {
-	if msg.Reply == "" {
-		return
-	}
+func (c *control) replay(reply func([]byte)) {
+	c.taken.Add(1)
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	if c.stopped {
@@ -88,18 +87,18 @@ func (c *control) replay(msg *nats.Msg) {
 		defer c.rebuilds.Done()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		send := func(r replayReport) {
+		send := func(r ReplayReport) {
 			r.Instance = c.instance
 			data, _ := json.Marshal(r)
-			_ = c.ledger.Conn().Publish(msg.Reply, data)
+			reply(data)
 		}
 		var last time.Time
-		var final replayReport
+		var final ReplayReport
 		err := c.projector.Rebuild(c.ctx, func(applied, total uint64) {
 			final.Applied, final.Total = applied, total
 			if time.Since(last) > 200*time.Millisecond {
 				last = time.Now()
-				send(replayReport{Applied: applied, Total: total})
+				send(ReplayReport{Applied: applied, Total: total})
 			}
 		})
 		final.Done = true

@@ -1,4 +1,4 @@
-package eventlog
+package domain
 
 import (
 	"crypto/hmac"
@@ -13,12 +13,14 @@ import (
 // to, and authenticated with a server-side key. Every instance sharing the
 // master key reads every other instance's cursors, and a feed cursor (a
 // stream sequence) stays valid across restarts and projection rebuilds.
+// It is the service's one cursor codec.
 type Cursors struct {
 	key []byte
 }
 
-// NewCursors returns the codec keyed from secrets.
-func NewCursors(secrets *Secrets) Cursors { return Cursors{key: secrets.Key("cursor")} }
+// NewCursors returns the codec keyed with key (derived from the master key
+// for the purpose "cursor").
+func NewCursors(key []byte) Cursors { return Cursors{key: key} }
 
 // CursorKind separates the lists, so a cursor of one list is refused by
 // another.

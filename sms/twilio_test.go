@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/partnergiving/giving/httpapi/sms"
+	"github.com/partnergiving/giving/sms"
 )
 
 // fakeTwilio is a local stand-in for Twilio Verify: it checks every request's

@@ -1,0 +1,16 @@
+// Package app holds the service's use cases: one exported method per thing a
+// partner, a donor, a vendor or an operator can do (import churches, open a
+// donor session, each step of the hosted flow, register a webhook endpoint,
+// handle a vendor webhook, onboard a partner, ...), and the background
+// processes (the session sweeper).
+//
+// A use case takes plain inputs and returns plain results or typed domain
+// errors. It loads what it needs, lets domain decide, appends through the
+// ledger (eventlog) and waits until this instance's projections show the
+// write, so the answer and any read after it agree. It knows nothing of
+// HTTP, HTML or flags: the transports (httpapi, the CLI) decode, call and
+// encode.
+//
+// Imports: domain, eventlog, projections, simulators. Imported by the
+// transports and the wiring (internal/stack, cmd).
+package app

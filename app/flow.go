@@ -1,0 +1,236 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// The hosted donor flow's use cases. Each step decides in domain on the
+// session as the ledger holds it; the transport (the flow's pages) renders
+// the session as the projections hold it afterwards.
+
+// ErrPhoneService means the phone verification vendor could not be reached;
+// the donor can try again.
+var ErrPhoneService = errors.New("the phone verification service could not be reached")
+
+// ErrDonorForgotten means the donor's phone was erased (or never stored):
+// their flow cannot go on.
+var ErrDonorForgotten = eventlog.ErrForgotten
+
+// SessionByToken finds the session a hosted-flow url token opens.
+func (s *Service) SessionByToken(token string) (domain.Session, bool, error) {
+	return s.store.SessionByToken(domain.HashSecret(token))
+}
+
+// ExpireSession records that an open session's url ran out (once, whoever
+// sees it first: the page or the sweeper).
+func (s *Service) ExpireSession(ctx context.Context, sess domain.Session, now time.Time) error {
+	if sess.Status != domain.SessionOpen {
+		return nil
+	}
+	_, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.Expire(cur, now), nil
+	})
+	return err
+}
+
+// BindBrowser binds the session to the browser holding the binding secret
+// whose hash is fresh, unless it is bound already. held is the hash of the
+// secret the browser presents, if any: the decision is made on the session
+// as the ledger holds it, so a browser bound through another instance whose
+// binding these projections have not applied yet is recognised.
+func (s *Service) BindBrowser(ctx context.Context, sess domain.Session, held, fresh string, now time.Time) (domain.Session, error) {
+	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.Bind(cur, held, fresh, now)
+	})
+}
+
+// SessionFromLedger loads a session from the ledger, which may be ahead of
+// the local projections.
+func (s *Service) SessionFromLedger(ctx context.Context, sess domain.Session) (domain.Session, error) {
+	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
+}
+
+// CheckDonor reports ErrDonorForgotten when the donor's phone is gone.
+func (s *Service) CheckDonor(ctx context.Context, donorID string) error {
+	_, err := s.vault.Phone(ctx, donorID)
+	return err
+}
+
+// PhoneEnding is the last two digits of the donor's phone, all the flow
+// ever shows of it.
+func (s *Service) PhoneEnding(ctx context.Context, donorID string) (string, error) {
+	phone, err := s.vault.Phone(ctx, donorID)
+	if err != nil {
+		return "", err
+	}
+	return phone[len(phone)-2:], nil
+}
+
+// SendCode sends a verification code (the first, or a resend).
+func (s *Service) SendCode(ctx context.Context, sess domain.Session, now time.Time) error {
+	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.SendCode(cur, now)
+	}); err != nil {
+		return err
+	}
+	if err := s.phones.Send(ctx, phone); err != nil {
+		s.log.Error().Err(err).Str("session_id", sess.ID).Msg("sms send failed")
+		return ErrPhoneService
+	}
+	return nil
+}
+
+// CodeCheck is how a code check went.
+type CodeCheck struct {
+	Correct bool
+	// Locked is true when this wrong code was the last one allowed.
+	Locked bool
+}
+
+// CheckCode checks an entered code. The domain first says whether a check
+// may happen at all (a code was sent, it has not expired, the session is
+// not locked), so the vendor is asked only when it counts; then the
+// vendor's answer is recorded, counting a wrong try.
+func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code string, now time.Time) (CodeCheck, error) {
+	probe := sess
+	if _, err := domain.CheckCode(&probe, false, now); err != nil {
+		return CodeCheck{}, err
+	}
+	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	if err != nil {
+		return CodeCheck{}, err
+	}
+	correct, err := s.phones.Check(ctx, phone, code)
+	if err != nil {
+		s.log.Error().Err(err).Str("session_id", sess.ID).Msg("sms check failed")
+		return CodeCheck{}, ErrPhoneService
+	}
+	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.CheckCode(cur, correct, now)
+	})
+	return CodeCheck{Correct: correct, Locked: after.Locked}, err
+}
+
+// Consent records the donor's consent to the text the page showed, then on
+// the sandbox lets a seed donor's phone decide identity verification.
+func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
+	church, err := s.ChurchName(sess)
+	if err != nil {
+		return err
+	}
+	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.Consent(cur, church, now)
+	})
+	if err != nil {
+		return err
+	}
+	return s.seedKYC(ctx, after, now)
+}
+
+// RepairKYC records the seed donor's identity decision that an earlier
+// request did not get to record (it is normally made right after consent),
+// and returns the session as the projections hold it afterwards.
+func (s *Service) RepairKYC(ctx context.Context, sess domain.Session, now time.Time) (domain.Session, error) {
+	if sess.Step(now) != domain.StepKYC || sess.KYC != "" {
+		return sess, nil
+	}
+	if err := s.seedKYC(ctx, sess, now); err != nil {
+		return sess, err
+	}
+	after, _, err := s.store.Session(sess.PartnerID, sess.ID)
+	return after, err
+}
+
+// seedKYC decides identity verification at once for the sandbox's seed
+// donors. Other donors wait for the KYC vendor (the simulator on the
+// sandbox).
+func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
+	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
+		return nil
+	}
+	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	if err != nil {
+		return err
+	}
+	outcome, ok := domain.SeedKYC(phone)
+	if !ok {
+		return nil
+	}
+	_, err = s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.DecideKYC(cur, outcome, "seed", now)
+	})
+	return err
+}
+
+// PayrollProviders lists the providers a donor can choose from. Only the
+// sandbox has any until a production payroll vendor is connected.
+func (s *Service) PayrollProviders() []domain.PayrollProvider {
+	if s.cfg.Env != domain.Sandbox {
+		return nil
+	}
+	return domain.SandboxPayrollProviders
+}
+
+// PayrollProvider finds a provider the donor can choose.
+func (s *Service) PayrollProvider(id string) (domain.PayrollProvider, bool) {
+	for _, p := range s.PayrollProviders() {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return domain.PayrollProvider{}, false
+}
+
+// ConnectPayroll signs the donor in to their payroll provider. On success
+// the session completes, naming a new enrollment, and the enrollment is
+// created (enrollment.created); connected is false when the provider
+// refused the credentials, which the session records.
+func (s *Service) ConnectPayroll(ctx context.Context, sess domain.Session, provider domain.PayrollProvider, user, password string, now time.Time) (connected bool, err error) {
+	if sess.Step(now) != domain.StepPayroll {
+		return false, domain.ErrWrongStep
+	}
+	if !domain.SandboxPayrollSignIn(user, password) {
+		_, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+			return domain.FailPayroll(cur, provider.ID, now)
+		})
+		return false, err
+	}
+	enrollment := domain.NewID(domain.PrefixEnrollment)
+	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+		return domain.CompleteSession(cur, enrollment, provider.ID, now)
+	})
+	if err != nil {
+		return false, err
+	}
+	// If this fails the sweeper (or a reload of the done page) creates it:
+	// the id is in the session.
+	if err := s.ensureEnrollment(ctx, after); err != nil {
+		s.log.Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
+	}
+	return true, nil
+}
+
+// EnsureEnrollment creates a completed session's enrollment if the request
+// that completed it did not get to.
+func (s *Service) EnsureEnrollment(ctx context.Context, sess domain.Session) error {
+	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
+	if err != nil || ok {
+		return err
+	}
+	return s.ensureEnrollment(ctx, sess)
+}
+
+// ChurchName is the name of the session's church, as the consent names it.
+func (s *Service) ChurchName(sess domain.Session) (string, error) {
+	c, err := s.churchOf(sess.PartnerID, sess.ChurchID)
+	return c.Name, err
+}

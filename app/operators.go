@@ -1,0 +1,143 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// Operators are the operator's use cases: onboarding partners, managing
+// their keys, erasing a donor's phone. They need only the ledger, loading
+// each aggregate from it, so they work the same whether an instance is
+// running (reached over NATS) or not (the CLI opens the data directory).
+type Operators struct {
+	ledger *eventlog.Ledger
+}
+
+// NewOperators returns the operator use cases on ledger.
+func NewOperators(l *eventlog.Ledger) *Operators { return &Operators{ledger: l} }
+
+// CreatePartner onboards a partner and issues its first key.
+func (o *Operators) CreatePartner(ctx context.Context, name string, origins []string) (string, domain.NewKey, error) {
+	id := domain.NewID(domain.PrefixPartner)
+	_, err := o.ledger.Execute(ctx, eventlog.Command{
+		Partner: id, Aggregate: id,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			p := domain.Fold[domain.Partner](h.Events)
+			ev, err := domain.CreatePartner(&p, id, name, o.ledger.Env(), origins, time.Now())
+			return &ev, err
+		},
+	})
+	if err != nil {
+		return "", domain.NewKey{}, err
+	}
+	key, err := o.IssueKey(ctx, id)
+	return id, key, err
+}
+
+// IssueKey adds a key to an existing partner of this stack.
+func (o *Operators) IssueKey(ctx context.Context, partnerID string) (domain.NewKey, error) {
+	if !domain.ValidID(domain.PrefixPartner, partnerID) {
+		return domain.NewKey{}, domain.NotFound("partner", partnerID)
+	}
+	key := domain.GenerateKey(o.ledger.Env())
+	_, err := o.ledger.Execute(ctx, eventlog.Command{
+		Partner: partnerID, Aggregate: partnerID,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			p := domain.Fold[domain.Partner](h.Events)
+			if !p.Exists() {
+				return nil, domain.NotFound("partner", partnerID)
+			}
+			ev, err := domain.IssueKey(&p, key, time.Now())
+			return &ev, err
+		},
+	})
+	return key, err
+}
+
+// RevokeKey finds the key shown as prefix at issuance and revokes it. It
+// returns the key's partner.
+func (o *Operators) RevokeKey(ctx context.Context, prefix string) (string, error) {
+	partnerID, keyID, err := o.findKey(ctx, prefix)
+	if err != nil {
+		return "", err
+	}
+	_, err = o.ledger.Execute(ctx, eventlog.Command{
+		Partner: partnerID, Aggregate: partnerID,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			p := domain.Fold[domain.Partner](h.Events)
+			ev, err := domain.RevokeKey(&p, keyID, time.Now())
+			return &ev, err
+		},
+	})
+	return partnerID, err
+}
+
+// findKey scans the ledger's key issuances for prefix. Only key events are
+// read: the filter is applied by the server.
+func (o *Operators) findKey(ctx context.Context, prefix string) (partnerID, keyID string, err error) {
+	var found bool
+	err = o.scan(ctx, "partner.key_issued", func(ev domain.Event) bool {
+		if k := ev.Payload.(*domain.KeyIssued); k.Prefix == prefix {
+			partnerID, keyID, found = ev.PartnerID, k.KeyID, true
+		}
+		return found
+	})
+	if err == nil && !found {
+		err = domain.ProblemNotFound.New("No key with prefix %q on the %s stack.", prefix, o.ledger.Env())
+	}
+	return partnerID, keyID, err
+}
+
+// scan reads every event of one type in ledger order until visit returns
+// true.
+func (o *Operators) scan(ctx context.Context, eventType string, visit func(domain.Event) bool) error {
+	var after uint64
+	for {
+		recs, pending, err := o.ledger.Read(ctx, o.ledger.Subjects().OfType(eventType), after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			after = r.Seq
+			ev, err := r.Event()
+			if err != nil {
+				return err
+			}
+			if visit(ev) {
+				return nil
+			}
+		}
+		if pending == 0 || len(recs) == 0 {
+			return nil
+		}
+	}
+}
+
+// ForgetDonor erases a donor's phone from the vault for good (the ledger
+// keeps the donor id, which without the phone identifies no one). With a
+// partner, it refuses unless the donor has a session with that partner.
+// erased is false when no phone was stored (already erased, or never).
+func (o *Operators) ForgetDonor(ctx context.Context, donorID, partner string) (erased bool, err error) {
+	if partner != "" {
+		var ok bool
+		err := o.scan(ctx, "donor_session.created", func(ev domain.Event) bool {
+			ok = ev.PartnerID == partner && ev.Payload.(*domain.SessionCreated).DonorID == donorID
+			return ok
+		})
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
+		}
+	}
+	err = o.ledger.ForgetDonor(ctx, donorID)
+	if errors.Is(err, eventlog.ErrForgotten) {
+		return false, nil
+	}
+	return err == nil, err
+}

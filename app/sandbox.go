@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/simulators"
+)
+
+// The sandbox simulators. Each builds the vendor's webhook, signs it with
+// the sandbox vendor secret and sends it over HTTP to the service's own
+// edge; the answer is whatever the edge said, rejections included. A church
+// that is not the caller's is not found, and nothing is sent.
+
+// ErrEdgeUnreachable means a simulator could not reach the service's own
+// public edge (a wrong --public-url).
+var ErrEdgeUnreachable = domain.ProblemEdgeUnreachable.New("The simulator could not reach the service's public webhook edge. Check the service's public URL (--public-url).")
+
+// ErrNoSimulators means the stack has no simulators (production).
+var ErrNoSimulators = errors.New("this stack has no sandbox simulators")
+
+// HasSimulators reports whether the stack runs the sandbox simulators.
+func (s *Service) HasSimulators() bool {
+	return s.cfg.Env == domain.Sandbox && s.simulator != nil
+}
+
+func (s *Service) simulate(partner, churchID string) error {
+	if !s.HasSimulators() {
+		return ErrNoSimulators
+	}
+	_, err := s.churchOf(partner, churchID)
+	return err
+}
+
+func (s *Service) unreachable(err error) error {
+	s.log.Warn().Err(err).Msg("simulator could not reach the edge")
+	return ErrEdgeUnreachable
+}
+
+// SimulatePayrollConnected sends the payroll provider's confirmation of a
+// donor's deposit switch and returns the edge's status code.
+func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (int, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return 0, err
+	}
+	code, err := s.simulator.PayrollConnected(ctx, enrollmentID, churchID)
+	if err != nil {
+		return 0, s.unreachable(err)
+	}
+	return code, nil
+}
+
+// SimulatedDeposit is a bank credit to simulate; Amount is passed to the
+// bank webhook as given, so the edge's own checks decide.
+type SimulatedDeposit struct {
+	ChurchID   string
+	AccountRef string
+	Amount     json.RawMessage
+	Trace      string
+}
+
+// SimulateDeposit sends the bank's ACH credit notification.
+func (s *Service) SimulateDeposit(ctx context.Context, partner string, d SimulatedDeposit) (simulators.DepositResult, error) {
+	if err := s.simulate(partner, d.ChurchID); err != nil {
+		return simulators.DepositResult{}, err
+	}
+	res, err := s.simulator.Deposit(ctx, simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace})
+	if err != nil {
+		return res, s.unreachable(err)
+	}
+	return res, nil
+}
+
+// SimulateKYC sends the identity verifier's decision about a donor.
+func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (int, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return 0, err
+	}
+	code, err := s.simulator.KYC(ctx, churchID, donorID, outcome)
+	if err != nil {
+		return 0, s.unreachable(err)
+	}
+	return code, nil
+}

@@ -1,0 +1,178 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
+)
+
+// Config is what the use cases need to know about their deployment.
+type Config struct {
+	Env domain.Environment
+	// PublicURL is the address partners and donors reach the service at;
+	// hosted-flow urls are built on it.
+	PublicURL string
+	Log       zerolog.Logger
+	// Now is the clock; nil means time.Now. Tests move it forward to expire
+	// sessions and codes without waiting.
+	Now func() time.Time
+}
+
+// Deps are the parts the use cases work with.
+type Deps struct {
+	Ledger      *eventlog.Ledger
+	Store       *projections.Store
+	Projector   *projections.Projector
+	Idempotency *eventlog.Idempotency
+	Secrets     *eventlog.Secrets
+	Vault       *eventlog.Vault
+	// VendorEvents remembers the vendor events the edge has fully handled.
+	VendorEvents *eventlog.SeenSet
+	Attempts     *eventlog.AttemptLog
+	// Webhooks checks receiver addresses and sends test deliveries (the
+	// dispatcher).
+	Webhooks Webhooks
+	// Phones verifies donor phones in the hosted flow.
+	Phones sms.Verifier
+	// Simulator plays the sandbox vendors; nil on the production stack.
+	Simulator *simulators.Simulator
+}
+
+// Service runs the use cases of one instance.
+type Service struct {
+	cfg       Config
+	log       zerolog.Logger
+	ledger    *eventlog.Ledger
+	store     *projections.Store
+	projector *projections.Projector
+	idem      *eventlog.Idempotency
+	vault     *eventlog.Vault
+	vendorSet *eventlog.SeenSet
+	attempts  *eventlog.AttemptLog
+	webhooks  Webhooks
+	phones    sms.Verifier
+	simulator *simulators.Simulator
+
+	flowKey     []byte
+	webhookSeal *eventlog.Sealer
+	polls       longPolls
+}
+
+// New builds the service.
+func New(cfg Config, d Deps) (*Service, error) {
+	if d.Phones == nil {
+		return nil, errors.New("app: no phone verifier")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &Service{
+		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
+		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
+		simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
+		webhookSeal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose),
+	}, nil
+}
+
+// Env is the stack the service runs.
+func (s *Service) Env() domain.Environment { return s.cfg.Env }
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.cfg.Now() }
+
+// readWait bounds how long a use case waits for the local projections to
+// show its own write, or to catch up before a recall.
+const readWait = 5 * time.Second
+
+// run is the one way a use case writes: it executes the command (under the
+// request's Idempotency-Key, if the context carries one, so a retry can
+// never append twice, and after a crash takeover first looking for what the
+// dead request appended) and, when it appended, waits until the local
+// projections have applied the event, so the answer and any read that
+// follows on this instance see the write.
+func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
+	if cmd.MsgID == "" {
+		if id, takeover, ok := nextMsgID(ctx); ok {
+			cmd.MsgID = id
+			if takeover {
+				cmd.Recall = s.recall
+			}
+		}
+	}
+	out, err := s.ledger.Execute(ctx, cmd)
+	if err != nil || out.Record == nil {
+		return out, err
+	}
+	return out, s.waitApplied(ctx, out.Record.Seq)
+}
+
+// waitApplied waits, bounded, until the local projections reach seq.
+func (s *Service) waitApplied(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.store.WaitFor(ctx, seq); err != nil {
+		return fmt.Errorf("read your write: %w", err)
+	}
+	return nil
+}
+
+// recall finds the event an earlier run of a command appended, once the
+// projections have caught up with the ledger.
+func (s *Service) recall(ctx context.Context, msgID string) (eventlog.Record, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.projector.CatchUp(wctx); err != nil {
+		return eventlog.Record{}, false, err
+	}
+	seq, ok, err := s.store.CommandSeq(msgID)
+	if err != nil || !ok {
+		return eventlog.Record{}, false, err
+	}
+	rec, err := s.ledger.Get(ctx, seq)
+	return rec, err == nil, err
+}
+
+// Readiness is how far this instance is behind its ledger.
+type Readiness struct {
+	LedgerSeq  uint64
+	AppliedSeq uint64
+}
+
+// Ready reports whether the ledger answers and the projections have caught
+// up with it (waiting, within ctx, for them to).
+func (s *Service) Ready(ctx context.Context) (Readiness, error) {
+	last, err := s.ledger.LastSeq(ctx)
+	if err != nil {
+		return Readiness{}, err
+	}
+	r := Readiness{LedgerSeq: last}
+	err = s.store.WaitFor(ctx, last)
+	r.AppliedSeq = s.store.Applied()
+	return r, err
+}
+
+// churchOf returns one of the partner's churches, or a not-found error.
+func (s *Service) churchOf(partner, churchID string) (domain.Church, error) {
+	c, ok, err := s.store.Church(partner, churchID)
+	if err != nil {
+		return c, err
+	}
+	if !ok {
+		return c, domain.NotFound("church", churchID)
+	}
+	return c, nil
+}
+
+// PublicURL is the address partners and donors reach the service at.
+func (s *Service) PublicURL() string { return s.cfg.PublicURL }

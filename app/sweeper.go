@@ -1,0 +1,70 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// SweepSessions expires open sessions whose url ran out, emitting
+// donor_session.expired for each, and creates the enrollments that completed
+// sessions lack, every interval until ctx ends. Every instance may sweep: the
+// expiry is a conditional append, and an enrollment is created under the id
+// its session names, once, so only one of them records each.
+func (s *Service) SweepSessions(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.expireSessions(ctx)
+		s.sweepEnrollments(ctx)
+	}
+}
+
+func (s *Service) expireSessions(ctx context.Context) {
+	due, err := s.store.DueSessions(s.Now(), 500)
+	if err != nil {
+		s.log.Error().Err(err).Msg("session sweep")
+		return
+	}
+	for _, ref := range due {
+		_, err := s.updateSession(ctx, ref.PartnerID, ref.SessionID, func(cur *domain.Session) (*domain.Event, error) {
+			return domain.Expire(cur, s.Now()), nil
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("session expiry")
+		}
+	}
+}
+
+// enrollmentGrace is how long a completed session goes without its
+// enrollment before the sweeper creates it: the flow creates it right after
+// the completion and should be the one to.
+const enrollmentGrace = 5 * time.Second
+
+// sweepEnrollments creates the enrollment of every session that completed
+// more than enrollmentGrace ago without one. The flow creates it right after
+// the completion, but if that fails (the ledger out of reach, the process
+// stopping) nothing else would until the donor reloads the done page.
+func (s *Service) sweepEnrollments(ctx context.Context) {
+	due, err := s.store.UnenrolledSessions(s.Now().Add(-enrollmentGrace), 500)
+	if err != nil {
+		s.log.Error().Err(err).Msg("enrollment sweep")
+		return
+	}
+	for _, ref := range due {
+		sess, ok, err := s.store.Session(ref.PartnerID, ref.SessionID)
+		if err == nil && ok {
+			err = s.ensureEnrollment(ctx, sess)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("enrollment creation")
+		}
+	}
+}

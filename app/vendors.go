@@ -1,0 +1,238 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// Vendor webhooks, once the edge has verified their signature and decoded
+// them. A vendor event id seen before is acknowledged again without a second
+// effect; an event is remembered only once fully handled, so a retry after a
+// failure part-way runs again and the domain finishes what is missing.
+
+// VendorEvent is one verified vendor webhook. Exactly one of Payroll, Bank
+// and KYC is set, matching Kind.
+type VendorEvent struct {
+	Kind    string // payroll | bank | kyc
+	ID      string // the vendor's event id
+	Payroll *PayrollConfirmation
+	Bank    *BankCredit
+	KYC     *KYCResult
+}
+
+// PayrollConfirmation is the payroll provider confirming a donor's
+// direct-deposit switch.
+type PayrollConfirmation struct {
+	EnrollmentID string
+	ChurchID     string
+}
+
+// BankCredit is the bank announcing an ACH credit to a church's account.
+// Amount is the JSON text of the amount, read exactly into cents.
+type BankCredit struct {
+	Trace      string
+	AccountRef string
+	Amount     json.RawMessage
+	Currency   string
+	BankTS     string
+	ChurchID   string
+}
+
+// KYCResult is the identity verifier's decision about a donor.
+type KYCResult struct {
+	DonorID  string
+	ChurchID string
+	Outcome  string
+}
+
+// ReceiveVendorEvent handles a verified vendor webhook and reports whether
+// it changed anything (false: a repeat, acknowledged without effect).
+func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (changed bool, err error) {
+	msgID := "vendor:" + ev.Kind + ":" + ev.ID
+	seen, err := s.vendorSet.Has(ctx, msgID)
+	if err != nil || seen {
+		return false, err
+	}
+	switch {
+	case ev.Payroll != nil:
+		changed, err = s.payrollConfirmed(ctx, msgID, *ev.Payroll)
+	case ev.Bank != nil:
+		changed, err = s.bankCredit(ctx, msgID, *ev.Bank)
+	case ev.KYC != nil:
+		changed, err = s.kycCompleted(ctx, msgID, *ev.KYC)
+	default:
+		var v domain.Validation
+		v.Add("data", "must be an object")
+		return false, v.Err()
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := s.vendorSet.Add(ctx, msgID); err != nil {
+		return false, err
+	}
+	return changed, nil
+}
+
+func unknownReference(format string, args ...any) error {
+	return domain.ProblemUnknownReference.New(format, args...)
+}
+
+// churchOwner is the partner of a church named by a vendor.
+func (s *Service) churchOwner(churchID string) (string, error) {
+	if !domain.ValidID(domain.PrefixChurch, churchID) {
+		return "", unknownReference("church_id %q is not a church.", churchID)
+	}
+	partner, ok, err := s.store.ChurchPartner(churchID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", unknownReference("church_id %q is not a church.", churchID)
+	}
+	return partner, nil
+}
+
+// runVendor runs one command of a vendor webhook and reports whether it
+// changed anything.
+func (s *Service) runVendor(ctx context.Context, cmd eventlog.Command) (bool, error) {
+	out, err := s.run(ctx, cmd)
+	return err == nil && out.Record != nil && !out.Replayed, err
+}
+
+// payrollConfirmed activates a pending enrollment: exactly once, however
+// often and wherever the confirmation arrives, because activation is a
+// conditional append on the enrollment and an active enrollment decides
+// nothing more.
+func (s *Service) payrollConfirmed(ctx context.Context, msgID string, d PayrollConfirmation) (bool, error) {
+	partner, err := s.churchOwner(d.ChurchID)
+	if err != nil {
+		return false, err
+	}
+	if !domain.ValidID(domain.PrefixEnrollment, d.EnrollmentID) {
+		return false, unknownReference("enrollment_id %q is not an enrollment of this church.", d.EnrollmentID)
+	}
+	return s.runVendor(ctx, eventlog.Command{
+		Partner: partner, Aggregate: d.EnrollmentID, MsgID: msgID + ":0",
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			e := domain.Fold[domain.Enrollment](h.Events)
+			if !e.Exists() || e.ChurchID != d.ChurchID {
+				return nil, unknownReference("enrollment_id %q is not an enrollment of this church.", d.EnrollmentID)
+			}
+			return domain.ActivateEnrollment(&e, s.Now())
+		},
+	})
+}
+
+// bankCredit reconciles an ACH credit: it is credited to the church and its
+// account once per trace, then announced to the partner as deposit.received.
+// Both steps are conditional appends on the deposit, whose id derives from
+// the trace; a retried webhook finishes whatever a crash left undone.
+func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
+	c, err := s.parseCredit(d)
+	if err != nil {
+		return false, err
+	}
+	id := domain.DepositIDForTrace(c.Trace)
+	credited, err := s.runVendor(ctx, eventlog.Command{
+		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":0",
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			dep := domain.Fold[domain.Deposit](h.Events)
+			return domain.CreditDeposit(&dep, c, s.Now())
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	_, err = s.runVendor(ctx, eventlog.Command{
+		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":1",
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			dep := domain.Fold[domain.Deposit](h.Events)
+			return domain.AnnounceDeposit(&dep, c.PartnerID, s.Now()), nil
+		},
+	})
+	return credited, err
+}
+
+// parseCredit normalises a bank credit. The amount must be a JSON number
+// with at most two decimals and above 0; it is read from its text into
+// integer cents.
+func (s *Service) parseCredit(d BankCredit) (domain.Credit, error) {
+	var v domain.Validation
+	c := domain.Credit{Trace: d.Trace, AccountRef: d.AccountRef, ChurchID: d.ChurchID}
+	if amount, ok := domain.ParseHundredths(json.Number(d.Amount)); !ok || !IsJSONNumber(d.Amount) || amount <= 0 {
+		v.Add("amount", "must be a JSON number above 0 with at most two decimals")
+	} else {
+		c.Amount = amount
+	}
+	if d.Currency != "" && d.Currency != "USD" {
+		v.Add("currency", "must be USD")
+	}
+	ts, err := time.Parse(time.RFC3339Nano, d.BankTS)
+	if err != nil {
+		v.Add("bank_ts", "must be an RFC 3339 timestamp")
+	}
+	c.BankTS = ts
+	if err := v.Err(); err != nil {
+		return c, err
+	}
+	if err := domain.ValidateCredit(c); err != nil {
+		return c, err
+	}
+	partner, err := s.churchOwner(d.ChurchID)
+	c.PartnerID = partner
+	return c, err
+}
+
+// kycCompleted moves the donor's sessions waiting for identity
+// verification on: passed to payroll, review to the in-review screen, failed
+// to the declined screen.
+func (s *Service) kycCompleted(ctx context.Context, msgID string, d KYCResult) (bool, error) {
+	switch d.Outcome {
+	case domain.KYCPassed, domain.KYCReview, domain.KYCFailed:
+	default:
+		var v domain.Validation
+		v.Add("outcome", "must be passed, review or failed")
+		return false, v.Err()
+	}
+	partner, err := s.churchOwner(d.ChurchID)
+	if err != nil {
+		return false, err
+	}
+	if !domain.ValidID(domain.PrefixDonor, d.DonorID) {
+		return false, unknownReference("donor_id %q is not a donor of this church.", d.DonorID)
+	}
+	ids, err := s.store.DonorSessions(partner, d.DonorID)
+	if err != nil {
+		return false, err
+	}
+	changed, waiting := false, false
+	for _, id := range ids {
+		did, err := s.runVendor(ctx, eventlog.Command{
+			Partner: partner, Aggregate: id, MsgID: msgID + ":" + id,
+			Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+				cur := domain.Fold[domain.Session](h.Events)
+				if cur.ChurchID != d.ChurchID || (cur.Step(s.Now()) != domain.StepKYC && cur.KYC != d.Outcome) {
+					return nil, nil
+				}
+				waiting = true
+				return domain.DecideKYC(&cur, d.Outcome, "vendor", s.Now())
+			},
+		})
+		if err != nil {
+			return false, err
+		}
+		changed = changed || did
+	}
+	if !waiting {
+		if len(ids) == 0 {
+			return false, unknownReference("donor_id %q is not a donor of this church.", d.DonorID)
+		}
+		return false, domain.ProblemConflict.New("No session of this donor is waiting for identity verification.")
+	}
+	return changed, nil
+}

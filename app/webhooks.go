@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
+)
+
+// Webhooks is what the endpoint use cases need from the dispatcher: the
+// same guard and sender serve the API and the deliveries.
+type Webhooks interface {
+	// CheckURL refuses, as a validation error naming url, a receiver
+	// address the stack will not connect to.
+	CheckURL(ctx context.Context, rawURL string) error
+	// TestDelivery sends a signed webhook_endpoint.test envelope to the
+	// endpoint at once and logs the attempt.
+	TestDelivery(ctx context.Context, ep projections.WebhookEndpoint) (domain.DeliveryAttempt, error)
+}
+
+// CreatedEndpoint is a new endpoint and its signing secret, shown once.
+type CreatedEndpoint struct {
+	Endpoint domain.WebhookEndpoint
+	Secret   string
+}
+
+// CreateEndpoint registers a receiver. Its secret is generated here and
+// sealed before it reaches the ledger.
+func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, eventTypes []string) (CreatedEndpoint, error) {
+	u, types, err := domain.ValidateWebhookEndpoint(rawURL, eventTypes)
+	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	if err := s.webhooks.CheckURL(ctx, u); err != nil {
+		return CreatedEndpoint{}, err
+	}
+	// The limit spans the partner's endpoints, each its own aggregate:
+	// creates take turns per partner, and each counts once the projections
+	// hold every endpoint event of the partner in the ledger.
+	release, err := s.ledger.Turn(ctx, s.endpointEvents(partner))
+	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	defer release()
+	id := domain.NewID(domain.PrefixEndpoint)
+	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
+	out, err := s.run(ctx, eventlog.Command{
+		Partner: partner, Aggregate: id,
+		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
+			// Counted here, after a crash-takeover recall found nothing:
+			// a recalled creation answers as it did, limit or not.
+			if err := s.endpointRoom(ctx, partner); err != nil {
+				return nil, err
+			}
+			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
+			ev, err := domain.CreateWebhookEndpoint(&ep, domain.NewWebhookEndpoint{
+				ID: id, PartnerID: partner, URL: u, EventTypes: types, SealedSecret: sealed,
+			}, time.Now())
+			return &ev, err
+		},
+	})
+	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	// Answer from the stored event, so that a request recalled after a crash
+	// shows the endpoint and secret that were actually created.
+	ev, err := out.Record.Event()
+	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	ep := domain.Fold[domain.WebhookEndpoint]([]domain.Event{ev})
+	secret, err := s.webhookSeal.Open(ep.SealedSecret, []byte(ep.ID))
+	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	return CreatedEndpoint{Endpoint: ep, Secret: string(secret)}, nil
+}
+
+// endpointEvents matches every event about the partner's endpoints.
+func (s *Service) endpointEvents(partner string) string {
+	return s.ledger.Subjects().Noun(partner, "webhook_endpoint")
+}
+
+// endpointRoom refuses a new endpoint when the partner has
+// MaxWebhookEndpoints. The caller holds the partner's endpoint turn, so in
+// this process no create runs between the count and the append; the count
+// waits until the projections hold the newest endpoint event the ledger has
+// for the partner, so it includes the creates of other instances that came
+// before. Two instances creating a partner's last endpoint at the same
+// moment can still both pass: the ledger's check is per aggregate, and each
+// endpoint is its own.
+func (s *Service) endpointRoom(ctx context.Context, partner string) error {
+	last, err := s.ledger.LastOf(ctx, s.endpointEvents(partner))
+	if err != nil {
+		return err
+	}
+	if err := s.waitApplied(ctx, last); err != nil {
+		return err
+	}
+	existing, _, _, err := s.store.WebhookEndpoints(partner, nil, 0)
+	if err != nil {
+		return err
+	}
+	if len(existing) >= domain.MaxWebhookEndpoints {
+		return domain.ProblemConflict.New("A partner has at most %d webhook endpoints; delete one first.", domain.MaxWebhookEndpoints)
+	}
+	return nil
+}
+
+// DeleteEndpoint removes an endpoint: no delivery starts for it afterwards,
+// retries included.
+func (s *Service) DeleteEndpoint(ctx context.Context, partner, id string) error {
+	if !domain.ValidID(domain.PrefixEndpoint, id) {
+		return domain.NotFound("webhook endpoint", id)
+	}
+	_, err := s.run(ctx, eventlog.Command{
+		Partner: partner, Aggregate: id,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
+			ev, err := domain.DeleteWebhookEndpoint(&ep, id, time.Now())
+			return &ev, err
+		},
+	})
+	return err
+}
+
+// Endpoint is one of the partner's endpoints, or a not-found error.
+func (s *Service) Endpoint(partner, id string) (projections.WebhookEndpoint, error) {
+	ep, ok, err := s.store.WebhookEndpoint(partner, id)
+	if err != nil {
+		return ep, err
+	}
+	if !ok {
+		return ep, domain.NotFound("webhook endpoint", id)
+	}
+	return ep, nil
+}
+
+// TestEndpoint sends a test delivery to one of the partner's endpoints at
+// once, through the same signer and sender as real deliveries.
+func (s *Service) TestEndpoint(ctx context.Context, partner, id string) (domain.DeliveryAttempt, error) {
+	ep, err := s.Endpoint(partner, id)
+	if err != nil {
+		return domain.DeliveryAttempt{}, err
+	}
+	return s.webhooks.TestDelivery(ctx, ep)
+}
+
+// Deliveries lists the last attempts to deliver to one of the partner's
+// endpoints, newest first.
+func (s *Service) Deliveries(ctx context.Context, partner, id string) ([]domain.DeliveryAttempt, error) {
+	ep, err := s.Endpoint(partner, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.attempts.Last(ctx, ep.PartnerID, ep.ID)
+}

@@ -1,0 +1,35 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+func TestSignKnownVector(t *testing.T) {
+	// Computed independently: HMAC-SHA256 keyed "whsec_test_secret" over
+	// `1795255445.{"event_id":"evt_1"}`.
+	at := time.Unix(1795255445, 0)
+	body := []byte(`{"event_id":"evt_1"}`)
+	got := domain.Sign([]byte("whsec_test_secret"), at, body)
+	want := "t=1795255445,v1=ec316d44ddbea6f3d5d4ce7cea256b1427bc1fbf9160437a5ae2918d0394b20e"
+	if got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+	if err := domain.VerifySignature(got, []byte("whsec_test_secret"), body, at.Add(domain.SignatureTolerance)); err != nil {
+		t.Fatalf("a signature at the edge of the tolerance: %v", err)
+	}
+	for name, check := range map[string]func() error{
+		"stale": func() error {
+			return domain.VerifySignature(got, []byte("whsec_test_secret"), body, at.Add(domain.SignatureTolerance+time.Second))
+		},
+		"other key":  func() error { return domain.VerifySignature(got, []byte("whsec_other"), body, at) },
+		"other body": func() error { return domain.VerifySignature(got, []byte("whsec_test_secret"), []byte(`{}`), at) },
+		"malformed":  func() error { return domain.VerifySignature("v1="+got, []byte("whsec_test_secret"), body, at) },
+	} {
+		if err := check(); err != domain.ErrBadSignature {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Follow reads the ledger in order from sequence from (1 for the start) and
+// hands the records to handle in batches of at most batch records, until ctx ends (it
+// then returns ctx's error), the read fails, or handle returns an error. A
+// batch is whatever has arrived when handle is free, so a burst is handled
+// in one go and a trickle without delay. Each caller has its own position:
+// nothing is shared with other followers or instances.
+func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func([]Record) error) error {
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.subjects.All()},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    max(from, 1),
+	})
+	if err != nil {
+		return natsErr("follow", err)
+	}
+	return consumeBatches(ctx, cons, batch, func(msgs []jetstream.Msg) error {
+		recs := make([]Record, 0, len(msgs))
+		for _, m := range msgs {
+			rec, err := l.recordOfMsg(m)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		return handle(recs)
+	})
+}
+
+// Delivery is one public event handed out by a SharedReader. It must be
+// settled once: Ack when done with it, Retry to have it handed out again
+// (to any instance) after a delay, Drop when it can never be handled.
+type Delivery struct {
+	Record Record
+	msg    jetstream.Msg
+}
+
+// Ack settles the delivery as done.
+func (d Delivery) Ack() { _ = d.msg.Ack() }
+
+// Retry has the event handed out again after delay.
+func (d Delivery) Retry(delay time.Duration) { _ = d.msg.NakWithDelay(delay) }
+
+// Drop settles a delivery that can never be handled.
+func (d Delivery) Drop() { _ = d.msg.Term() }
+
+// SharedReader is a durable position in the partners' public events, shared
+// by every instance that opens it under the same name: each event is handed
+// to one of them and stays due until one acknowledges it, so the position
+// survives restarts and moves between instances.
+type SharedReader struct {
+	l    *Ledger
+	cons jetstream.Consumer
+	// unreadable reports a message that does not parse as a ledger record.
+	unreadable func(error)
+}
+
+// OpenSharedReader creates (or updates) the shared reader called name over
+// every partner's public events, from the first event on.
+func (l *Ledger) OpenSharedReader(ctx context.Context, name, description string, unreadable func(error)) (*SharedReader, error) {
+	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   description,
+		FilterSubject: l.subjects.AllPublic(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 1024,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, natsErr("shared reader "+name, err)
+	}
+	return &SharedReader{l: l, cons: cons, unreadable: unreadable}, nil
+}
+
+// Consume hands this instance's share of the events to handle in batches of
+// at most max, until ctx ends or the reader fails. A message that is not a
+// ledger record is reported and dropped.
+func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Delivery)) error {
+	return consumeBatches(ctx, r.cons, max, func(batch []jetstream.Msg) error {
+		out := make([]Delivery, 0, len(batch))
+		for _, m := range batch {
+			rec, err := r.l.recordOfMsg(m)
+			if err != nil {
+				r.unreadable(err)
+				_ = m.Term()
+				continue
+			}
+			out = append(out, Delivery{Record: rec, msg: m})
+		}
+		if len(out) > 0 {
+			handle(out)
+		}
+		return nil
+	})
+}
+
+// consumeBatches follows a consumer and hands its messages to handle in
+// batches: it waits for one message, then takes whatever else has already
+// arrived, up to max, so a burst is handled in one go and a trickle without
+// delay. It returns when ctx ends (with ctx's error), when the consumer
+// fails, or when handle returns an error.
+func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, handle func([]jetstream.Msg) error) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(max))
+	if err != nil {
+		return natsErr("consume", err)
+	}
+	defer it.Stop()
+	msgs := make(chan jetstream.Msg, max)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		batch, ok := nextBatch(ctx, msgs, max)
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return natsErr("consume", <-errc)
+		}
+		if err := handle(batch); err != nil {
+			return err
+		}
+	}
+}
+
+func nextBatch(ctx context.Context, msgs <-chan jetstream.Msg, max int) ([]jetstream.Msg, bool) {
+	var batch []jetstream.Msg
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case m, ok := <-msgs:
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, m)
+	}
+	for len(batch) < max {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// recordOfMsg turns a message delivered by a consumer on the ledger stream
+// into a Record.
+func (l *Ledger) recordOfMsg(msg jetstream.Msg) (Record, error) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return Record{}, fmt.Errorf("ledger message metadata: %w", err)
+	}
+	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+}

@@ -1,0 +1,241 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/partnergiving/giving/domain"
+)
+
+// DeliveryQueue holds webhook delivery jobs in a JetStream work queue shared
+// by every instance: one subject per endpoint, consumed by one durable
+// consumer per endpoint whose pending limit is the endpoint's concurrency,
+// so a slow endpoint holds only its own slots. Retries wait as scheduled
+// messages that the server moves back onto the endpoint's subject when they
+// are due, so they survive restarts and hold no memory meanwhile. Jobs are
+// re-derivable work-queue state: on a single node they are persisted
+// asynchronously, off the synced path.
+type DeliveryQueue struct {
+	l      *Ledger
+	stream jetstream.Stream
+	name   string
+	prefix string // deliveries.<env>.
+}
+
+// OpenDeliveryQueue opens (creating as needed) the environment's delivery
+// queue. maxAge is a backstop for jobs nobody will consume (an endpoint
+// deleted while they were enqueued).
+func (l *Ledger) OpenDeliveryQueue(ctx context.Context, maxAge time.Duration) (*DeliveryQueue, error) {
+	env := string(l.cfg.Env)
+	q := &DeliveryQueue{l: l, name: "DELIVERIES_" + strings.ToUpper(env), prefix: "deliveries." + env + "."}
+	cfg := jetstream.StreamConfig{
+		Name:              q.name,
+		Description:       "Webhook delivery jobs and their scheduled retries.",
+		Subjects:          []string{q.prefix + "job.>", q.prefix + "retry.>"},
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          l.cfg.Replicas,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            maxAge,
+		Duplicates:        2 * time.Minute,
+		AllowMsgSchedules: true,
+	}
+	if cfg.Replicas <= 1 {
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	var err error
+	if q.stream, err = l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return nil, natsErr("delivery queue", err)
+	}
+	return q, nil
+}
+
+func (q *DeliveryQueue) jobSubject(partner, endpoint string) string {
+	return q.prefix + "job." + partner + "." + endpoint
+}
+
+func (q *DeliveryQueue) retrySubject(partner, endpoint, key string) string {
+	return q.prefix + "retry." + partner + "." + endpoint + "." + key
+}
+
+// Enqueued is a job on its way to the queue; Stored tells when it is.
+type Enqueued struct{ f jetstream.PubAckFuture }
+
+// Enqueue sends a job for an endpoint without waiting for the queue to
+// store it. dedupID makes a second enqueue of the same job store nothing.
+func (q *DeliveryQueue) Enqueue(partner, endpoint, dedupID string, data []byte) (Enqueued, error) {
+	if !safeToken(partner) || !safeToken(endpoint) {
+		return Enqueued{}, fmt.Errorf("enqueue: unsafe partner %q or endpoint %q", partner, endpoint)
+	}
+	msg := nats.NewMsg(q.jobSubject(partner, endpoint))
+	msg.Data = data
+	f, err := q.l.js.PublishMsgAsync(msg, jetstream.WithMsgID(dedupID), jetstream.WithExpectStream(q.name))
+	if err != nil {
+		return Enqueued{}, natsErr("enqueue", err)
+	}
+	return Enqueued{f: f}, nil
+}
+
+// Stored waits until every job in jobs is stored, at most timeout.
+func Stored(ctx context.Context, jobs []Enqueued, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for _, j := range jobs {
+		select {
+		case <-j.f.Ok():
+		case err := <-j.f.Err():
+			return natsErr("enqueue", err)
+		case <-t.C:
+			return fmt.Errorf("enqueue: %w: not stored within %s", domain.ErrUnavailable, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Put stores a job for an endpoint, ready at once.
+func (q *DeliveryQueue) Put(ctx context.Context, partner, endpoint string, data []byte) error {
+	if _, err := q.l.js.Publish(ctx, q.jobSubject(partner, endpoint), data, jetstream.WithExpectStream(q.name)); err != nil {
+		return natsErr("queue put", err)
+	}
+	return nil
+}
+
+// Schedule stores a job that the server moves onto the endpoint's queue at
+// at. key names what is scheduled (one event's next attempt): a second
+// schedule under the same key replaces the first.
+func (q *DeliveryQueue) Schedule(ctx context.Context, partner, endpoint, key string, at time.Time, data []byte) error {
+	if !safeToken(key) {
+		return fmt.Errorf("schedule: unsafe key %q", key)
+	}
+	msg := nats.NewMsg(q.retrySubject(partner, endpoint, key))
+	msg.Data = data
+	msg.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set("Nats-Schedule-Target", q.jobSubject(partner, endpoint))
+	if _, err := q.l.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(q.name)); err != nil {
+		return natsErr("schedule", err)
+	}
+	return nil
+}
+
+// Job is one job handed to an endpoint's consumer. It must be settled once:
+// Ack when done, Retry to have it handed out again after a delay, Drop when
+// it can never be run. InProgress tells the queue it is still being worked
+// on, so it is not handed to another instance meanwhile.
+type Job struct{ msg jetstream.Msg }
+
+// Data is the job as enqueued.
+func (j Job) Data() []byte { return j.msg.Data() }
+
+// Subject names where the job came from, for logs.
+func (j Job) Subject() string { return j.msg.Subject() }
+
+// Ack settles the job as done.
+func (j Job) Ack() { _ = j.msg.Ack() }
+
+// Retry has the job handed out again after delay (at once for 0).
+func (j Job) Retry(delay time.Duration) {
+	if delay <= 0 {
+		_ = j.msg.Nak()
+		return
+	}
+	_ = j.msg.NakWithDelay(delay)
+}
+
+// Drop settles a job that can never be run.
+func (j Job) Drop() { _ = j.msg.Term() }
+
+// InProgress extends the job's hold.
+func (j Job) InProgress() { _ = j.msg.InProgress() }
+
+// Consumption is an endpoint's consumer running in this instance.
+type Consumption struct{ cc jetstream.ConsumeContext }
+
+// Stop stops taking jobs; jobs already handed out stay with their handlers.
+func (c *Consumption) Stop() { c.cc.Stop() }
+
+// Drain hands the jobs already buffered to the handler, then stops.
+func (c *Consumption) Drain() { c.cc.Drain() }
+
+// Closed is closed once the consumption has stopped, on request or on its
+// own.
+func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
+
+// Consume runs the endpoint's shared consumer in this instance: at most
+// concurrency of its jobs are out at once across every instance, and a job
+// not settled within hold goes to another. handle runs on the consumer's
+// goroutine and should hand the job off quickly. failed hears consumer
+// errors.
+func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, concurrency int, hold time.Duration, handle func(Job), failed func(error)) (*Consumption, error) {
+	cons, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       consumerName(endpoint),
+		Description:   "Deliveries to one webhook endpoint.",
+		FilterSubject: q.jobSubject(partner, endpoint),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       hold,
+		MaxAckPending: concurrency,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{"partner_id": partner, "endpoint_id": endpoint},
+	})
+	if err != nil {
+		return nil, natsErr("endpoint consumer", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m}) },
+		jetstream.PullMaxMessages(concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { failed(err) }))
+	if err != nil {
+		return nil, natsErr("endpoint consumer", err)
+	}
+	return &Consumption{cc: cc}, nil
+}
+
+// consumerName is the durable name of an endpoint's consumer, shared by
+// every instance.
+func consumerName(endpoint string) string { return "deliver_" + endpoint }
+
+// QueuedEndpoint is an endpoint that has a consumer on the queue.
+type QueuedEndpoint struct{ Partner, Endpoint string }
+
+// Endpoints lists the endpoints that have a consumer on the queue.
+func (q *DeliveryQueue) Endpoints(ctx context.Context) ([]QueuedEndpoint, error) {
+	lister := q.stream.ListConsumers(ctx)
+	var out []QueuedEndpoint
+	for info := range lister.Info() {
+		p, e := info.Config.Metadata["partner_id"], info.Config.Metadata["endpoint_id"]
+		if p != "" && e != "" {
+			out = append(out, QueuedEndpoint{Partner: p, Endpoint: e})
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, natsErr("list endpoint consumers", err)
+	}
+	return out, nil
+}
+
+// Drop removes an endpoint's consumer, queued jobs and scheduled retries.
+// Dropping what is already gone succeeds.
+func (q *DeliveryQueue) Drop(ctx context.Context, partner, endpoint string) error {
+	var errs []error
+	if err := q.stream.DeleteConsumer(ctx, consumerName(endpoint)); err != nil && !isGone(err) {
+		errs = append(errs, natsErr("delete consumer", err))
+	}
+	for _, subject := range []string{q.jobSubject(partner, endpoint), q.retrySubject(partner, endpoint, ">")} {
+		if err := q.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			errs = append(errs, natsErr("purge "+subject, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isGone recognises a consumer or stream that no longer exists.
+func isGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}

@@ -1,0 +1,237 @@
+// Package stack wires one running instance of the service: the ledger, the
+// projections and their projector, the use cases, the dispatcher and the
+// HTTP API, plus the control plane that answers operator requests. It is
+// wiring only. The binary's serve command and the end-to-end tests both
+// build instances with it.
+package stack
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/app"
+	"github.com/partnergiving/giving/dispatcher"
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi"
+	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
+)
+
+// Config is everything needed to run one instance.
+type Config struct {
+	Ledger    eventlog.Config
+	MasterKey string
+	PublicURL string
+	RateLimit httpapi.RateLimit
+	// Vendors are the inbound webhook secrets. On the sandbox stack, empty
+	// ones are derived from the master key, so every instance shares them.
+	Vendors httpapi.VendorSecrets
+	// TLSRoots lets the sandbox simulators trust the service's own
+	// certificate when it serves https.
+	TLSRoots *x509.CertPool
+	// Instance names this instance stably across restarts; it defaults to
+	// the data directory, which one process uses at a time.
+	Instance string
+	Log      zerolog.Logger
+	// SMS verifies donor phones; nil means the sandbox verifier, which only
+	// the sandbox stack may use.
+	SMS sms.Verifier
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Webhooks tunes the dispatcher; its environment and log come from the
+	// stack.
+	Webhooks dispatcher.Config
+}
+
+// Stack is one running instance.
+type Stack struct {
+	Config     Config
+	Ledger     *eventlog.Ledger
+	Secrets    *eventlog.Secrets
+	Store      *projections.Store
+	Projector  *projections.Projector
+	App        *app.Service
+	Operators  *app.Operators
+	Dispatcher *dispatcher.Dispatcher
+	API        *httpapi.Server
+
+	control *control
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Open builds an instance; Start runs it.
+func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	if err := os.MkdirAll(cfg.Ledger.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	s := &Stack{Config: cfg}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.Secrets, err = eventlog.LoadSecrets(cfg.MasterKey, cfg.Ledger.DataDir); err != nil {
+		return nil, err
+	}
+	if s.Ledger, err = eventlog.Open(ctx, cfg.Ledger); err != nil {
+		return nil, err
+	}
+	if s.Store, err = projections.Open(ProjectionsPath(cfg.Ledger)); err != nil {
+		return nil, err
+	}
+	s.Projector = projections.NewProjector(s.Store, s.Ledger, cfg.Log.With().Str("component", "projector").Logger())
+	s.Operators = app.NewOperators(s.Ledger)
+	instance := cfg.Instance
+	if instance == "" {
+		instance, _ = filepath.Abs(cfg.Ledger.DataDir)
+		if host, err := os.Hostname(); err == nil {
+			instance = host + ":" + instance
+		}
+	}
+	vendors, err := vendorSecrets(cfg, s.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.build(ctx, instance, vendors); err != nil {
+		return nil, err
+	}
+	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log}
+	return s, nil
+}
+
+// build opens the shared state every instance uses and builds the use
+// cases, the dispatcher and the API on it.
+func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.VendorSecrets) error {
+	cfg := s.Config
+	idem, err := s.Ledger.OpenIdempotency(ctx, s.Secrets, eventlog.IdempotencyConfig{Instance: instance})
+	if err != nil {
+		return err
+	}
+	limits, err := s.Ledger.OpenRateLimits(ctx)
+	if err != nil {
+		return err
+	}
+	vault, err := s.Ledger.OpenVault(ctx, s.Secrets)
+	if err != nil {
+		return err
+	}
+	vendorEvents, err := s.Ledger.OpenSeenSet(ctx, "vendor_events", 30*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	attempts, err := s.Ledger.OpenAttemptLog(ctx)
+	if err != nil {
+		return err
+	}
+	var sim *simulators.Simulator
+	if cfg.Ledger.Env == domain.Sandbox {
+		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+	}
+	verifier := cfg.SMS
+	if verifier == nil {
+		if cfg.Ledger.Env != domain.Sandbox {
+			return errors.New("the production stack needs an SMS verifier (Twilio)")
+		}
+		verifier = sms.Sandbox{}
+	}
+	hooks := cfg.Webhooks
+	hooks.Env, hooks.Log = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger()
+	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts}); err != nil {
+		return err
+	}
+	s.App, err = app.New(app.Config{
+		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
+	}, app.Deps{
+		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
+		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
+	})
+	if err != nil {
+		return err
+	}
+	s.API, err = httpapi.New(httpapi.Config{
+		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(),
+		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+	}, httpapi.Deps{App: s.App, Store: s.Store, RateLimits: limits})
+	return err
+}
+
+// ProjectionsPath is where an instance keeps its bbolt file.
+func ProjectionsPath(cfg eventlog.Config) string {
+	return filepath.Join(cfg.DataDir, "projections-"+string(cfg.Env)+".db")
+}
+
+// Start runs the background loops and waits until the projections have
+// caught up with the ledger, so the first request already sees every key.
+func (s *Stack) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.Projector.Run(runCtx)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.App.SweepSessions(runCtx, time.Second)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.Dispatcher.Run(runCtx)
+	}()
+	if err := s.control.listen(); err != nil {
+		return err
+	}
+	catchCtx, cancelCatch := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancelCatch()
+	return s.Projector.CatchUp(catchCtx)
+}
+
+// Close stops the loops, then closes the projections and the ledger (which
+// stops an embedded NATS server cleanly).
+func (s *Stack) Close() error {
+	if s.control != nil {
+		s.control.stop()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	var errs []error
+	if s.Store != nil {
+		errs = append(errs, s.Store.Close())
+	}
+	if s.Ledger != nil {
+		s.Ledger.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// vendorSecrets returns the inbound webhook secrets: configured ones, or on
+// the sandbox stack its own, derived from the master key. Production refuses
+// to start without all three.
+func vendorSecrets(cfg Config, secrets *eventlog.Secrets) (httpapi.VendorSecrets, error) {
+	v := cfg.Vendors
+	pick := func(have []byte, kind string) []byte {
+		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {
+			return have
+		}
+		return []byte(hex.EncodeToString(secrets.Key("sandbox-vendor/" + kind)))
+	}
+	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
+	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
+		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --vendor-secret-kyc")
+	}
+	return v, nil
+}

@@ -23,9 +23,9 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
-	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
+	"github.com/partnergiving/giving/sms"
 )
 
 // Config is everything needed to run one instance.

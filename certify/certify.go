@@ -1,8 +1,3 @@
-// Package certify runs the spec's certification sequence against a sandbox
-// the way a partner's integration would: through the public API only, with
-// a local webhook receiver that verifies every delivery's signature, and
-// through the hosted flow's plain HTML forms. It prints a checklist with the
-// reason for every failure and cleans up what it registered.
 package certify
 
 import (

@@ -25,4 +25,8 @@
 // resolved, every address checked against the stack's policy, and the
 // connection pinned to a checked address, so a name cannot be re-pointed at
 // an internal address between the check and the connection.
+//
+// Real and test deliveries are signed by domain.Sign, the one signer.
+// Imports: domain, eventlog, projections. Imported by the wiring, which also
+// hands it to app as the app.Webhooks the endpoint use cases call.
 package dispatcher

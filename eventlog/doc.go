@@ -1,7 +1,16 @@
 // Package eventlog is the service's ledger: a NATS JetStream stream per
 // environment that holds every domain event, plus the JetStream key-value
-// buckets that carry state which must be shared by every instance
-// (idempotency records, rate-limit buckets).
+// buckets and streams that carry state which must be shared by every
+// instance (idempotency records, rate-limit buckets, the PII vault, the
+// webhook delivery queue and attempt log, the control plane).
+//
+// It is the only package that imports NATS (nats.go and nats-server). What
+// the others need of JetStream they get as eventlog types: Follow for the
+// projector, SharedReader and DeliveryQueue for the dispatcher, Listen and
+// Request for operator requests. A failure to reach NATS is reported as
+// domain.ErrUnavailable, so callers can answer "retry later" without knowing
+// what NATS is. Imports: domain. Imported by projections, app, dispatcher
+// and the wiring.
 //
 // With no NATS URL it starts an embedded nats-server that stores under the
 // data directory and syncs every write to disk before acknowledging it; with

@@ -1,12 +1,18 @@
-// Package httpapi is the service's HTTP face: the partner API under /v1, the
-// sandbox simulators under /sandbox (sandbox stack only), health checks and
-// the OpenAPI document.
+// Package httpapi is the service's HTTP face, and transport only: the
+// partner API under /v1, the sandbox simulators under /sandbox (sandbox stack
+// only), the hosted donor flow's pages under /flow, the vendor edge under
+// /edge, health checks, the problem catalogue pages and the OpenAPI
+// document.
 //
 // Every /v1 and /sandbox request passes one middleware chain: request id and
 // access log, API-key authentication, per-key rate limiting, and for POSTs the
-// Idempotency-Key contract. Every error leaves through one writer as
-// application/problem+json with a type from one catalogue (problem.go).
-// Handlers decide nothing themselves: they decode, run a domain command
-// through the ledger's command helper, wait for the local projections to see
-// the write, and encode.
+// Idempotency-Key contract. A handler decides nothing itself: it decodes the
+// request, calls one use case of package app, and encodes the result; every
+// error leaves through one function (writeError) that turns a domain error
+// into application/problem+json with the status its catalogue entry names.
+// Reads that need no rule (get and list) come straight from the projections.
+//
+// Imports: app, domain, projections. Never eventlog or NATS: the ledger is
+// reached only through the use cases. Imported by the wiring
+// (internal/stack) and the tests.
 package httpapi

@@ -1,8 +1,3 @@
-// Package simulators plays the sandbox's vendors: the payroll provider, the
-// bank and the identity verifier. Each simulation builds the webhook the real
-// vendor would send, signs it with the sandbox vendor secret, and POSTs it
-// over HTTP(S) to the service's own public edge — the production path — then
-// reports the edge's answer as it is. Nothing here calls a handler directly.
 package simulators
 
 import (

@@ -130,6 +130,12 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 	return nil
 }
 
+// Holds reports what the delivery queue holds for an endpoint: whether its
+// consumer exists and how many jobs and retries wait there.
+func (d *Dispatcher) Holds(ctx context.Context, partner, endpoint string) (eventlog.Holding, error) {
+	return d.queue.Holds(ctx, partner, endpoint)
+}
+
 // CheckURL refuses, as a validation error naming url, a receiver address
 // this stack will not connect to.
 func (d *Dispatcher) CheckURL(ctx context.Context, rawURL string) error {

@@ -234,6 +234,38 @@ func (q *DeliveryQueue) Drop(ctx context.Context, partner, endpoint string) erro
 	return errors.Join(errs...)
 }
 
+// Holding is what the queue holds for one endpoint.
+type Holding struct {
+	// Consumer tells whether the endpoint's consumer exists.
+	Consumer bool
+	// Messages counts the endpoint's stored jobs and scheduled retries.
+	Messages uint64
+}
+
+// Holds reports what the queue holds for an endpoint: its consumer, and how
+// many of its jobs and scheduled retries are stored. After Drop it holds
+// nothing.
+func (q *DeliveryQueue) Holds(ctx context.Context, partner, endpoint string) (Holding, error) {
+	var h Holding
+	_, err := q.stream.Consumer(ctx, consumerName(endpoint))
+	switch {
+	case err == nil:
+		h.Consumer = true
+	case !isGone(err):
+		return h, natsErr("endpoint consumer", err)
+	}
+	for _, subject := range []string{q.jobSubject(partner, endpoint), q.retrySubject(partner, endpoint, ">")} {
+		info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return h, natsErr("delivery queue "+subject, err)
+		}
+		for _, n := range info.State.Subjects {
+			h.Messages += n
+		}
+	}
+	return h, nil
+}
+
 // isGone recognises a consumer or stream that no longer exists.
 func isGone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||

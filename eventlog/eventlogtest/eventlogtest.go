@@ -1,5 +1,9 @@
 // Package eventlogtest starts real ledgers for tests: an embedded nats-server
-// with JetStream storing under the test's temporary directory.
+// with JetStream storing under the test's temporary directory (Open), a
+// separate server that several instances share (StartServer), or the
+// deployed cluster's configuration run on loopback (StartCluster). Like
+// eventlog, and for the same reason, it is where tests outside eventlog get
+// what they need of NATS: they import neither nats.go nor nats-server.
 package eventlogtest
 
 import (

@@ -1,0 +1,103 @@
+package eventlogtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is a NATS JetStream cluster running in the test's process.
+type Cluster struct {
+	// URLs are the nodes' client URLs, with the credentials their
+	// configuration asks of clients.
+	URLs    []string
+	servers []*server.Server
+}
+
+// URL is every node's client URL in one, as --nats-url takes them.
+func (c *Cluster) URL() string { return strings.Join(c.URLs, ",") }
+
+// Stop shuts node i (from 0) down, as losing a machine would.
+func (c *Cluster) Stop(i int) { c.servers[i].Shutdown() }
+
+// StartCluster runs the cluster configured by the files nats-1.conf,
+// nats-2.conf, ... in confDir (deploy/nats), as shipped: only the hosts, the
+// ports and the store move to loopback and the test's temporary directory.
+// Routes are taken from the first file, in order. It returns once the
+// cluster can place a stream with a replica on every node, and stops the
+// nodes when the test ends.
+func StartCluster(tb testing.TB, confDir string) *Cluster {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(confDir, "nats-*.conf"))
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no nats-N.conf in %s (%v)", confDir, err)
+	}
+	n := len(files)
+	clusterPorts := freePorts(tb, n)
+	c := &Cluster{servers: make([]*server.Server, n)}
+	var routes []*url.URL
+	for i := range n {
+		name := fmt.Sprintf("nats-%d.conf", i+1)
+		opts, err := server.ProcessConfigFile(filepath.Join(confDir, name))
+		if err != nil {
+			tb.Fatalf("%s: %v", name, err)
+		}
+		if i == 0 {
+			for _, r := range opts.Routes {
+				r.Host = fmt.Sprintf("127.0.0.1:%d", clusterPorts[len(routes)])
+				routes = append(routes, r)
+			}
+		}
+		opts.Routes = routes
+		opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
+		opts.StoreDir = tb.TempDir()
+		opts.NoLog, opts.NoSigs = true, true
+		c.servers[i] = run(tb, opts, 30*time.Second)
+		u, _ := url.Parse(c.servers[i].ClientURL())
+		u.User = url.UserPassword(opts.Username, opts.Password)
+		c.URLs = append(c.URLs, u.String())
+	}
+	WaitFor(tb, 60*time.Second, "the JetStream cluster to elect a leader", func() bool {
+		for _, s := range c.servers {
+			if s.JetStreamIsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	c.waitPlacement(tb, n)
+	return c
+}
+
+// waitPlacement waits until a stream of replicas copies can be placed: a
+// leader is not enough, every peer must be known and online. It probes with
+// one.
+func (c *Cluster) waitPlacement(tb testing.TB, replicas int) {
+	tb.Helper()
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	WaitFor(tb, 60*time.Second, fmt.Sprintf("the cluster to place a %d-replica stream", replicas), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLACEMENT_PROBE", Subjects: []string{"probe.>"}, Replicas: replicas}); err != nil {
+			return false
+		}
+		return js.DeleteStream(ctx, "PLACEMENT_PROBE") == nil
+	})
+}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestUnauthorizedIsIdenticalForEveryCause(t *testing.T) {
 	if r := revoked.Do(http.MethodGet, "/v1/churches", nil, nil); r.Status != 200 {
 		t.Fatalf("key before revocation: %d", r.Status)
 	}
-	if _, err := revokeKey(context.Background(), sandbox.ledger, revoked.Key[:len("sk_test_")+8]); err != nil {
+	if _, err := sandbox.Operators.RevokeKey(context.Background(), revoked.Key[:len("sk_test_")+8]); err != nil {
 		t.Fatal(err)
 	}
 	sandbox.waitProjected(t)

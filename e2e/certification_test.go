@@ -1,8 +1,7 @@
-package main
+package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // integration is what a partner's webhook handler does with deliveries:
@@ -172,7 +169,7 @@ func TestCertificationSequence(t *testing.T) {
 func waitDelivered(t *testing.T, rc *receiver, eventType string, n int) []delivery {
 	t.Helper()
 	var got []delivery
-	eventlogtest.WaitFor(t, 20*time.Second, eventType+" delivered", func() bool {
+	waitFor(t, 20*time.Second, eventType+" delivered", func() bool {
 		got = got[:0]
 		for _, d := range rc.deliveries() {
 			if d.EventType == eventType {
@@ -198,22 +195,19 @@ func field(t *testing.T, body []byte, name string) json.RawMessage {
 func TestCertifyCommand(t *testing.T) {
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://localhost")
-	var out, errOut bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := run(ctx, []string{"certify", "--base-url", ts.URL, "--api-key", c.Key, "--timeout", "20s"}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("certify failed: %v\n%s%s", err, out.String(), errOut.String())
+	r := runCLI(t, nil, "certify", "--base-url", ts.URL, "--api-key", c.Key, "--timeout", "20s")
+	if r.Code != 0 {
+		t.Fatalf("certify failed: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for i := 1; i <= 6; i++ {
-		if !strings.Contains(out.String(), "[PASS] "+string(rune('0'+i))+".") {
-			t.Fatalf("step %d did not pass:\n%s", i, out.String())
+		if !strings.Contains(r.Stdout, "[PASS] "+string(rune('0'+i))+".") {
+			t.Fatalf("step %d did not pass:\n%s", i, r.Stdout)
 		}
 	}
-	if !strings.Contains(out.String(), "Result: CERTIFIED") {
-		t.Fatalf("no verdict:\n%s", out.String())
+	if !strings.Contains(r.Stdout, "Result: CERTIFIED") {
+		t.Fatalf("no verdict:\n%s", r.Stdout)
 	}
-	t.Logf("certify:\n%s", out.String())
+	t.Logf("certify:\n%s", r.Stdout)
 	var list struct {
 		Data []any `json:"data"`
 	}
@@ -223,10 +217,9 @@ func TestCertifyCommand(t *testing.T) {
 	}
 
 	// A key that is not accepted: step 1 fails with the reason, exit non-zero.
-	out.Reset()
 	badKey := "sk_test_" + strings.Repeat("x", 32)
-	err = run(ctx, []string{"certify", "--base-url", ts.URL, "--api-key", badKey, "--timeout", "5s"}, &out, &errOut)
-	if err == nil || !strings.Contains(out.String(), "[FAIL] 1.") || !strings.Contains(out.String(), "401") || !strings.Contains(out.String(), "Result: FAILED") {
-		t.Fatalf("certify with a bad key: %v\n%s", err, out.String())
+	r = runCLI(t, nil, "certify", "--base-url", ts.URL, "--api-key", badKey, "--timeout", "5s")
+	if r.Code == 0 || !strings.Contains(r.Stdout, "[FAIL] 1.") || !strings.Contains(r.Stdout, "401") || !strings.Contains(r.Stdout, "Result: FAILED") {
+		t.Fatalf("certify with a bad key: exit %d\n%s", r.Code, r.Stdout)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -14,8 +14,8 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -42,7 +42,7 @@ func decodeCLI(t *testing.T, r cliResult) createdPartner {
 func waitStatus(t *testing.T, base, key string, status int) {
 	t.Helper()
 	c := &apitest.Client{TB: t, Base: base, Key: key}
-	eventlogtest.WaitFor(t, 10*time.Second, "key to answer "+http.StatusText(status), func() bool {
+	waitFor(t, 10*time.Second, "key to answer "+http.StatusText(status), func() bool {
 		return c.Do(http.MethodGet, "/v1/churches", nil, nil).Status == status
 	})
 }
@@ -186,7 +186,7 @@ func TestServeDemo(t *testing.T) {
 	srv := startServer(t, dir, nil, "--demo")
 	keyLine := regexp.MustCompile(`API key:\s+(sk_test_\w+)`)
 	partnerLine := regexp.MustCompile(`Demo partner: (pt_\w+)`)
-	eventlogtest.WaitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	key := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
 	pid := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]
 	if !strings.Contains(srv.Stdout.String(), "curl -s "+srv.URL+"/v1/churches/import") {
@@ -198,7 +198,7 @@ func TestServeDemo(t *testing.T) {
 	}
 	// A second start keeps the partner and issues a fresh key.
 	srv = startServer(t, dir, nil, "--demo")
-	eventlogtest.WaitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	if got := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]; got != pid {
 		t.Fatalf("demo partner %s, then %s", pid, got)
 	}
@@ -219,7 +219,7 @@ func TestReplayOfflineAndOnline(t *testing.T) {
 		c.Do(http.MethodPost, importPath, `{"churches":[{"name":"R`+strings.Repeat("x", i)+`"}]}`, nil).JSON(t, &imp)
 		ids = append(ids, imp.Results[0].Church.ID)
 	}
-	path := projectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir})
+	path := stack.ProjectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir})
 	before, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)

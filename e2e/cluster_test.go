@@ -1,113 +1,19 @@
-package main
+package e2e
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 )
 
-// startDeployCluster runs the 3-node cluster of deploy/nats on loopback: the
-// files as shipped, with only ports, hosts and the store moved for the test.
-// It returns the client URLs with the configured credentials.
-func startDeployCluster(t *testing.T) ([]*natsserver.Server, []string) {
-	t.Helper()
-	clusterPorts := freePorts(t, 3)
-	var routes []*url.URL
-	servers := make([]*natsserver.Server, 3)
-	var urls []string
-	for i := range 3 {
-		opts, err := natsserver.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", fmt.Sprintf("nats-%d.conf", i+1)))
-		if err != nil {
-			t.Fatalf("deploy/nats/nats-%d.conf: %v", i+1, err)
-		}
-		if i == 0 {
-			for _, r := range opts.Routes {
-				r.Host = fmt.Sprintf("127.0.0.1:%d", clusterPorts[len(routes)])
-				routes = append(routes, r)
-			}
-		}
-		opts.Routes = routes
-		opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", natsserver.RANDOM_PORT, 0
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
-		opts.StoreDir = t.TempDir()
-		opts.NoLog, opts.NoSigs = true, true
-		s, err := natsserver.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		t.Cleanup(s.Shutdown)
-		if !s.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("node %d not ready", i+1)
-		}
-		servers[i] = s
-		u, _ := url.Parse(s.ClientURL())
-		u.User = url.UserPassword(opts.Username, opts.Password)
-		urls = append(urls, u.String())
-	}
-	eventlogtest.WaitFor(t, 60*time.Second, "the JetStream cluster to elect a leader", func() bool {
-		for _, s := range servers {
-			if s.JetStreamIsLeader() {
-				return true
-			}
-		}
-		return false
-	})
-	// A leader is not enough: every peer must be known and online before a
-	// three-replica stream can be placed. Probe with one.
-	nc, err := nats.Connect(strings.Join(urls, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventlogtest.WaitFor(t, 60*time.Second, "the cluster to place a three-replica stream", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLACEMENT_PROBE", Subjects: []string{"probe.>"}, Replicas: 3}); err != nil {
-			return false
-		}
-		return js.DeleteStream(ctx, "PLACEMENT_PROBE") == nil
-	})
-	return servers, urls
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
-
 func withCluster(natsURL, masterKey string) stackOption {
-	return func(c *stackConfig) {
+	return func(c *stack.Config) {
 		c.Ledger.NATSURL, c.Ledger.Replicas, c.MasterKey = natsURL, 3, masterKey
 	}
 }
@@ -118,8 +24,10 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
 	}
-	servers, urls := startDeployCluster(t)
-	natsURL := strings.Join(urls, ",")
+	// The files of deploy/nats as shipped, with only ports, hosts and the
+	// store moved for the test; the URLs carry the configured credentials.
+	cluster := eventlogtest.StartCluster(t, filepath.Join("..", "deploy", "nats"))
+	natsURL := cluster.URL()
 	const masterKey = "3f1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778a"
 	a := startStack(t, withCluster(natsURL, masterKey))
 	b := startStack(t, withCluster(natsURL, masterKey))
@@ -160,8 +68,8 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 	}
 
 	// Losing one node of three leaves a quorum: writes go on.
-	servers[2].Shutdown()
-	eventlogtest.WaitFor(t, 60*time.Second, "a write with one node down", func() bool {
+	cluster.Stop(2)
+	waitFor(t, 60*time.Second, "a write with one node down", func() bool {
 		return ca.Do(http.MethodPost, importPath, `{"churches":[{"name":"Still here"}]}`, nil).Status == 200
 	})
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ func TestConcurrentImportsForOnePartnerAllSucceed(t *testing.T) {
 	}
 	// Exactly one church holds the shared external id.
 	shared := 0
-	for _, imp := range imports(t, ts.ledger, pid) {
+	for _, imp := range imports(t, ts.Ledger, pid) {
 		for _, ch := range imp.Created {
 			if ch.ExternalID != nil && *ch.ExternalID == "shared" {
 				shared++

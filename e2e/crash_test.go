@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -222,7 +223,7 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	if len(perKey) != total {
 		t.Fatalf("ledger has imports for %d keys, want %d", len(perKey), total)
 	}
-	live, err := projections.Open(projectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir}))
+	live, err := projections.Open(stack.ProjectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir}))
 	if err != nil {
 		t.Fatal(err)
 	}

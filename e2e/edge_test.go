@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 func enroll(t *testing.T, ts *testStack, c *apitest.Client, partnerID, church, phone string) (sessionID, enrollmentID string) {
 	t.Helper()
 	final := completeSession(t, ts, c, partnerID, church, phone)
-	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{
+	if _, err := ts.Ledger.Execute(context.Background(), eventlog.Command{
 		Partner: partnerID, Aggregate: final.EnrollmentID,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			var e domain.Enrollment
@@ -60,7 +60,7 @@ func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, 
 	}
 	var final domain.Session
 	for _, step := range steps {
-		_, err := ts.ledger.Execute(context.Background(), eventlog.Command{
+		_, err := ts.Ledger.Execute(context.Background(), eventlog.Command{
 			Partner: partnerID, Aggregate: s.ID,
 			Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 				var cur domain.Session
@@ -85,20 +85,11 @@ func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, 
 // countEvents counts the ledger's events of one type.
 func countEvents(t *testing.T, ts *testStack, eventType string) int {
 	t.Helper()
-	recs, _, err := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType(eventType), 0, 10000)
+	recs, _, err := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().OfType(eventType), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(recs)
-}
-
-func lastSeq(t *testing.T, ts *testStack) uint64 {
-	t.Helper()
-	seq, err := ts.ledger.LastSeq(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seq
 }
 
 // sendVendor posts a signed vendor webhook straight at the edge.
@@ -139,7 +130,7 @@ func TestPayrollConfirmationActivatesExactlyOnce(t *testing.T) {
 			if i >= 20 {
 				id = "evt_" + domain.NewID("")
 			}
-			code, _ := sendVendor(t, ts, "payroll", ts.api.VendorSecrets().Payroll, vendorBody(id, "deposit_switch.confirmed", map[string]string{"enrollment_id": en, "church_id": church}), time.Now())
+			code, _ := sendVendor(t, ts, "payroll", ts.API.VendorSecrets().Payroll, vendorBody(id, "deposit_switch.confirmed", map[string]string{"enrollment_id": en, "church_id": church}), time.Now())
 			codes <- code
 		}()
 	}
@@ -153,7 +144,7 @@ func TestPayrollConfirmationActivatesExactlyOnce(t *testing.T) {
 	if n := countEvents(t, ts, "enrollment.activated"); n != 1 {
 		t.Fatalf("%d enrollment.activated events, want exactly 1", n)
 	}
-	recs, _, _ := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType("enrollment.activated"), 0, 10)
+	recs, _, _ := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().OfType("enrollment.activated"), 0, 10)
 	var env struct {
 		Payload json.RawMessage `json:"payload"`
 	}
@@ -180,12 +171,12 @@ func TestSimulatorsGoThroughTheEdge(t *testing.T) {
 	_, en := enroll(t, ts, c, pid, church, "+12025550100")
 
 	// Unknown enrollment: the edge's 4xx surfaces as is, nothing appended.
-	before := lastSeq(t, ts)
+	before := ts.lastSeq(t)
 	resp := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", `{"enrollment_id":"en_2pQm3s8JmYc5B9vXk0QeLr1nD7a","church_id":"`+church+`"}`, nil)
 	if resp.Status != http.StatusOK || resp.Map(t)["status_code"].(float64) != 422 {
 		t.Fatalf("unknown enrollment: %d %s", resp.Status, resp.Body)
 	}
-	if lastSeq(t, ts) != before {
+	if ts.lastSeq(t) != before {
 		t.Fatal("a rejected simulation appended to the ledger")
 	}
 	// A church of another partner: 404, and nothing is sent.
@@ -225,11 +216,11 @@ func TestSimulatorsGoThroughTheEdge(t *testing.T) {
 	if n := countEvents(t, ts, "deposit.received"); n != 1 {
 		t.Fatalf("%d deposit.received, want 1", n)
 	}
-	bal, err := ts.store.ChurchBalance(pid, church)
+	bal, err := ts.Store.ChurchBalance(pid, church)
 	if err != nil || bal.Total != 1010 || bal.Count != 1 || bal.Accounts["acct_1"] != 1010 {
 		t.Fatalf("balance %+v %v", bal, err)
 	}
-	recs, _, _ := ts.ledger.Read(context.Background(), ts.ledger.Subjects().OfType("deposit.received"), 0, 10)
+	recs, _, _ := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().OfType("deposit.received"), 0, 10)
 	if bytes.Contains(recs[0].Data, []byte("acct_1")) {
 		t.Fatal("deposit.received exposes the account reference")
 	}
@@ -262,7 +253,7 @@ func TestDepositAmounts(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.amount, func(t *testing.T) {
 			c.TB = t
-			before := lastSeq(t, ts)
+			before := ts.lastSeq(t)
 			trace := "sim-" + domain.NewID("")
 			// Through the simulator.
 			resp := c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":`+tc.amount+`,"trace":"`+trace+`"}`, nil)
@@ -271,7 +262,7 @@ func TestDepositAmounts(t *testing.T) {
 				code = int(resp.Map(t)["status_code"].(float64))
 			}
 			// Straight at the edge, with a valid signature.
-			direct, _ := sendVendor(t, ts, "bank", ts.api.VendorSecrets().Bank,
+			direct, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank,
 				`{"id":"bank-`+trace+`","type":"ach.credit.received","created_at":"2026-11-21T10:00:00.000Z","data":{"trace":"d`+trace+`","account_ref":"acct","amount":`+tc.amount+`,"currency":"USD","bank_ts":"2026-11-21T10:00:00Z","church_id":"`+church+`"}}`, time.Now())
 			if tc.ok && (code != 200 || direct != 200) {
 				t.Fatalf("amount %s refused: simulator %d, edge %d", tc.amount, code, direct)
@@ -280,7 +271,7 @@ func TestDepositAmounts(t *testing.T) {
 				if code < 400 || code >= 500 || direct < 400 || direct >= 500 {
 					t.Fatalf("amount %s: simulator %d, edge %d; want 4xx", tc.amount, code, direct)
 				}
-				if lastSeq(t, ts) != before {
+				if ts.lastSeq(t) != before {
 					t.Fatal("a refused amount appended to the ledger")
 				}
 			}
@@ -289,7 +280,7 @@ func TestDepositAmounts(t *testing.T) {
 	}
 	c.TB = t
 	// NaN is not JSON at all: a 400 at the edge, never a 5xx.
-	code, _ := sendVendor(t, ts, "bank", ts.api.VendorSecrets().Bank, `{"id":"nan","type":"ach.credit.received","data":{"amount":NaN}}`, time.Now())
+	code, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, `{"id":"nan","type":"ach.credit.received","data":{"amount":NaN}}`, time.Now())
 	if code != http.StatusBadRequest {
 		t.Fatalf("NaN: %d", code)
 	}
@@ -299,7 +290,7 @@ func TestEdgeRefusesBadInput(t *testing.T) {
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
-	secret := ts.api.VendorSecrets().Payroll
+	secret := ts.API.VendorSecrets().Payroll
 	good := vendorBody("evt_1", "deposit_switch.confirmed", map[string]string{"enrollment_id": "en_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "church_id": church})
 	cases := []struct {
 		name   string
@@ -310,7 +301,7 @@ func TestEdgeRefusesBadInput(t *testing.T) {
 	}{
 		{"no signature", nil, good, time.Now(), 401},
 		{"wrong secret", []byte("nope"), good, time.Now(), 401},
-		{"another vendor's secret", ts.api.VendorSecrets().Bank, good, time.Now(), 401},
+		{"another vendor's secret", ts.API.VendorSecrets().Bank, good, time.Now(), 401},
 		{"stale", secret, good, time.Now().Add(-301 * time.Second), 401},
 		{"future", secret, good, time.Now().Add(301 * time.Second), 401},
 		{"not json", secret, "{", time.Now(), 400},
@@ -320,14 +311,14 @@ func TestEdgeRefusesBadInput(t *testing.T) {
 		{"unknown enrollment", secret, good, time.Now(), 422},
 		{"extra field", secret, vendorBody("evt_3", "deposit_switch.confirmed", map[string]any{"enrollment_id": "x", "church_id": church, "x": 1}), time.Now(), 422},
 	}
-	before := lastSeq(t, ts)
+	before := ts.lastSeq(t)
 	for _, tc := range cases {
 		code, body := sendVendor(t, ts, "payroll", tc.secret, tc.body, tc.at)
 		if code != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.name, code, body, tc.want)
 		}
 	}
-	if lastSeq(t, ts) != before {
+	if ts.lastSeq(t) != before {
 		t.Fatal("refused webhooks appended to the ledger")
 	}
 }
@@ -368,7 +359,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 				return domain.Consent(cur, "Grace", now)
 			},
 		} {
-			if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{Partner: pid, Aggregate: s.ID,
+			if _, err := ts.Ledger.Execute(context.Background(), eventlog.Command{Partner: pid, Aggregate: s.ID,
 				Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 					var cur domain.Session
 					for _, e := range h.Events {
@@ -383,7 +374,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 		return s
 	}
 	step := func(id string) domain.FlowStep {
-		s, _, _ := ts.store.Session(pid, id)
+		s, _, _ := ts.Store.Session(pid, id)
 		return s.Step(time.Now())
 	}
 	kyc := func(donor, outcome string) *apitest.Response {
@@ -396,7 +387,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 	if r := kyc(a.DonorID, "review"); string(r.Body) != `{"status_code":200,"simulated":"review"}` {
 		t.Fatalf("review: %s", r.Body)
 	}
-	if s, _, _ := ts.store.Session(pid, a.ID); s.KYC != domain.KYCReview || step(a.ID) != domain.StepKYC {
+	if s, _, _ := ts.Store.Session(pid, a.ID); s.KYC != domain.KYCReview || step(a.ID) != domain.StepKYC {
 		t.Fatalf("after review: kyc %q step %s", s.KYC, step(a.ID))
 	}
 	if r := c.Do(http.MethodPost, "/sandbox/simulate/kyc", `{"church_id":"`+church+`","donor_id":"`+a.DonorID+`"}`, nil); r.Map(t)["simulated"] != "passed" || r.Map(t)["status_code"].(float64) != 200 {
@@ -437,7 +428,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	if deposit(a, ca, "SHARED-1", "5.00") != 200 || deposit(b, cb, "SHARED-1", "7.00") != 200 {
 		t.Fatal("the same trace at two partners must credit both")
 	}
-	if bal, _ := ts.store.ChurchBalance(pb, cb); bal.Total != 700 {
+	if bal, _ := ts.Store.ChurchBalance(pb, cb); bal.Total != 700 {
 		t.Fatalf("partner B's balance %d, want 700", bal.Total)
 	}
 	if code := deposit(a, ca, "SHARED-1", "6.00"); code != http.StatusConflict {
@@ -449,13 +440,13 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	if code := deposit(a, ca, "BIG-1", "100000000.00"); code != http.StatusUnprocessableEntity {
 		t.Fatalf("an amount beyond one ACH entry: %d", code)
 	}
-	if bal, _ := ts.store.ChurchBalance(pa, ca); bal.Total != 500 || bal.Count != 1 {
+	if bal, _ := ts.Store.ChurchBalance(pa, ca); bal.Total != 500 || bal.Count != 1 {
 		t.Fatalf("partner A's balance %+v", bal)
 	}
 
 	// A credit whose announcement never happened.
 	c := domain.Credit{PartnerID: pa, ChurchID: ca, Trace: "HALF-1", AccountRef: "acct", Amount: 1234, BankTS: time.Now()}
-	if _, err := ts.ledger.Execute(context.Background(), eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
+	if _, err := ts.Ledger.Execute(context.Background(), eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			var d domain.Deposit
 			return domain.CreditDeposit(&d, c, time.Now())
@@ -470,7 +461,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	if countEvents(t, ts, "deposit.received") != before+1 {
 		t.Fatal("the retry did not announce the recorded credit")
 	}
-	if bal, _ := ts.store.ChurchBalance(pa, ca); bal.Total != 500+1234 || bal.Count != 2 {
+	if bal, _ := ts.Store.ChurchBalance(pa, ca); bal.Total != 500+1234 || bal.Count != 2 {
 		t.Fatalf("the retry credited twice: %+v", bal)
 	}
 }
@@ -484,7 +475,7 @@ func TestVendorEventIDsAreRemembered(t *testing.T) {
 	_, en := enroll(t, ts, c, pid, church, "+12025550100")
 	body := vendorBody("evt_once", "deposit_switch.confirmed", map[string]string{"enrollment_id": en, "church_id": church})
 	for i, want := range []string{"accepted", "duplicate", "duplicate"} {
-		code, ack := sendVendor(t, ts, "payroll", ts.api.VendorSecrets().Payroll, body, time.Now())
+		code, ack := sendVendor(t, ts, "payroll", ts.API.VendorSecrets().Payroll, body, time.Now())
 		if code != http.StatusOK || ack["status"] != want {
 			t.Fatalf("delivery %d: %d %v, want %s", i+1, code, ack, want)
 		}

@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -65,16 +63,12 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 // simulators reach its edge over that https.
 func TestServeTLS(t *testing.T) {
 	certFile, keyFile, roots := selfSigned(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	out, errs := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--nats-listen", "", "--demo",
-			"--tls-cert", certFile, "--tls-key", keyFile}, out, errs)
-	}()
+	srv := launchServe(t, nil, "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--nats-listen", "", "--demo",
+		"--tls-cert", certFile, "--tls-key", keyFile)
+	out := srv.Stdout
 	urlForm := regexp.MustCompile(`listening on (https://127\.0\.0\.1:[0-9]+)`)
 	keyForm := regexp.MustCompile(`API key: +(sk_test_[0-9A-Za-z]+)`)
-	eventlogtest.WaitFor(t, 30*time.Second, "serve prints its https url and demo key", func() bool {
+	waitFor(t, 30*time.Second, "serve prints its https url and demo key", func() bool {
 		return urlForm.MatchString(out.String()) && keyForm.MatchString(out.String())
 	})
 	base := urlForm.FindStringSubmatch(out.String())[1]
@@ -93,13 +87,7 @@ func TestServeTLS(t *testing.T) {
 			t.Fatal("plain http served on the https port")
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve exited with %v; stderr: %s", err, errs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("serve exited %d; stderr: %s", code, srv.Stderr)
 	}
 }

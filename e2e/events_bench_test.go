@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // BenchmarkFeedPage reads one page of GET /v1/events from the middle of a
@@ -46,32 +47,32 @@ func BenchmarkFeedPage(b *testing.B) {
 		{fmt.Sprintf("interleaved=%d", others), 0, othersPerOurs},
 	}
 	for _, lg := range layouts {
-		ts := startStack(b, withNATSURL(startUnsyncedNATS(b)))
+		ts := startStack(b, withNATSURL(eventlogtest.StartServer(b)))
 		c, p := ts.feedPartner(b, 3)
 		start := time.Now()
 		strangers := []string{domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixPartner)}
 		fillFeedLedger(b, lg.before, func(ctx context.Context, i int) (uint64, error) {
-			return 0, appendStrangers(ctx, ts.ledger, strangers, 1)
+			return 0, appendStrangers(ctx, ts.Ledger, strangers, 1)
 		})
 		mid := fillFeedLedger(b, ours, func(ctx context.Context, i int) (uint64, error) {
-			if err := appendStrangers(ctx, ts.ledger, strangers, lg.among); err != nil {
+			if err := appendStrangers(ctx, ts.Ledger, strangers, lg.among); err != nil {
 				return 0, err
 			}
-			recs, err := runJob(ctx, ts.ledger, produceJob{who: p, kind: []int{jobCreate, jobDeposit, jobCreateActivate}[i%3], n: i})
+			recs, err := runJob(ctx, ts.Ledger, produceJob{who: p, kind: []int{jobCreate, jobDeposit, jobCreateActivate}[i%3], n: i})
 			if err != nil || i != ours/2 {
 				return 0, err
 			}
 			return recs[0].Seq, nil
 		})
-		last, _ := ts.ledger.LastSeq(context.Background())
+		last, _ := ts.Ledger.LastSeq(context.Background())
 		b.Logf("%s: built %d events in %s", lg.name, last, time.Since(start).Round(time.Millisecond))
-		cursor := eventlog.NewCursors(ts.secrets).EncodeSeq(eventlog.CursorEvents, p.Partner, mid)
+		cursor := domain.NewCursors(ts.Secrets.Key("cursor")).EncodeSeq(domain.CursorEvents, p.Partner, mid)
 
 		for _, limit := range []int{10, 100, 1000} {
 			b.Run(fmt.Sprintf("%s/ledger-read/limit=%d", lg.name, limit), func(b *testing.B) {
-				filter := ts.ledger.Subjects().Public(p.Partner, "")
+				filter := ts.Ledger.Subjects().Public(p.Partner, "")
 				for b.Loop() {
-					recs, _, err := ts.ledger.Read(context.Background(), filter, mid, limit+1)
+					recs, _, err := ts.Ledger.Read(context.Background(), filter, mid, limit+1)
 					if err != nil || len(recs) != limit+1 {
 						b.Fatalf("read: %d events, %v", len(recs), err)
 					}

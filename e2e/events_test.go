@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -130,7 +131,7 @@ func internalRecords(t testing.TB, ts *testStack, partner string) []eventlog.Rec
 	t.Helper()
 	var out []eventlog.Record
 	for _, agg := range []string{partner, domain.ChurchCatalogue} {
-		recs, _, err := ts.ledger.Read(context.Background(), ts.ledger.Subjects().Aggregate(partner, agg), 0, 1000)
+		recs, _, err := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().Aggregate(partner, agg), 0, 1000)
 		if err != nil {
 			t.Fatalf("read internal events: %v", err)
 		}
@@ -172,7 +173,7 @@ func TestFeedPagesThroughTenThousandEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	recs, err := produce(ctx, ts.ledger, jobs, 24)
+	recs, err := produce(ctx, ts.Ledger, jobs, 24)
 	if err != nil {
 		t.Fatalf("produce: %v", err)
 	}
@@ -254,17 +255,17 @@ func TestFeedItemsAreTheStoredBytes(t *testing.T) {
 	c, p := ts.feedPartner(t, 1)
 	ctx := context.Background()
 	church := p.Churches[0]
-	created, err := createEnrollment(ctx, ts.ledger, p.Partner, church)
+	created, err := createEnrollment(ctx, ts.Ledger, p.Partner, church)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := activateEnrollment(ctx, ts.ledger, p.Partner, created.Aggregate); err != nil {
+	if _, err := activateEnrollment(ctx, ts.Ledger, p.Partner, created.Aggregate); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := receiveDeposit(ctx, ts.ledger, p.Partner, church, 12_50, `<b>&"quoted" é 日本 \ `+"\u2028"); err != nil {
+	if _, err := receiveDeposit(ctx, ts.Ledger, p.Partner, church, 12_50, `<b>&"quoted" é 日本 \ `+"\u2028"); err != nil {
 		t.Fatal(err)
 	}
-	stored, _, err := ts.ledger.Read(ctx, ts.ledger.Subjects().Public(p.Partner, ""), 0, 100)
+	stored, _, err := ts.Ledger.Read(ctx, ts.Ledger.Subjects().Public(p.Partner, ""), 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 	appendN := func(ts *testStack, n int) {
 		t.Helper()
 		for i := range n {
-			rec, err := receiveDeposit(ctx, ts.ledger, p.Partner, p.Churches[i%2], domain.Hundredths(100+len(recs)), fmt.Sprint("t", len(recs)))
+			rec, err := receiveDeposit(ctx, ts.Ledger, p.Partner, p.Churches[i%2], domain.Hundredths(100+len(recs)), fmt.Sprint("t", len(recs)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,7 +332,7 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 	sameRecords(t, "after restart, new events", items, recs[5:])
 
 	// Online rebuild, as `giving replay` asks a running instance to do.
-	if err := ts.projector.Rebuild(ctx, nil); err != nil {
+	if err := ts.Projector.Rebuild(ctx, nil); err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
 	items, _ = drainEvents(t, c, url.Values{}, mid)
@@ -339,9 +340,8 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 
 	// Offline `giving replay` of the stopped instance's projections.
 	ts.stop()
-	var out, errOut bytes.Buffer
-	if err := run(ctx, []string{"replay", "--data", dir, "--nats-listen", ""}, &out, &errOut); err != nil {
-		t.Fatalf("giving replay: %v\n%s", err, errOut.String())
+	if r := runCLI(t, nil, "replay", "--data", dir, "--nats-listen", ""); r.Code != 0 {
+		t.Fatalf("giving replay: exit %d\n%s", r.Code, r.Stderr)
 	}
 	ts = startStack(t, withDir(dir))
 	c = &apitest.Client{TB: t, Base: ts.URL, Key: c.Key}
@@ -362,7 +362,7 @@ func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
 	b, _ := ts.feedPartner(t, 1)
 	ctx := context.Background()
 	for range 3 {
-		if _, err := createEnrollment(ctx, ts.ledger, pa.Partner, pa.Churches[0]); err != nil {
+		if _, err := createEnrollment(ctx, ts.Ledger, pa.Partner, pa.Churches[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -411,9 +411,9 @@ func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
 	madeUp := append([]byte{1, 'e', 8}, seq[:]...)
 	refuse("made-up MAC", a, base64.RawURLEncoding.EncodeToString(append(madeUp, make([]byte, 16)...)))
 	// Signed with the real key, but for another list or past the ledger's end.
-	cursors := eventlog.NewCursors(ts.secrets)
-	refuse("a churches cursor", a, cursors.EncodeSeq(eventlog.CursorChurches, pa.Partner, 2))
-	refuse("past the end", a, cursors.EncodeSeq(eventlog.CursorEvents, pa.Partner, 1<<40))
+	cursors := domain.NewCursors(ts.Secrets.Key("cursor"))
+	refuse("a churches cursor", a, cursors.EncodeSeq(domain.CursorChurches, pa.Partner, 2))
+	refuse("past the end", a, cursors.EncodeSeq(domain.CursorEvents, pa.Partner, 1<<40))
 }
 
 // Bad parameters are 422s that name the parameter.
@@ -496,15 +496,15 @@ func TestFeedLongPoll(t *testing.T) {
 		appended := make(chan time.Time, 1)
 		errc := make(chan error, 3)
 		time.AfterFunc(150*time.Millisecond, func() {
-			if _, err := receiveDeposit(ctx, ts.ledger, p.Partner, p.Churches[0], 1_00, "no match"); err != nil {
+			if _, err := receiveDeposit(ctx, ts.Ledger, p.Partner, p.Churches[0], 1_00, "no match"); err != nil {
 				errc <- err
 			}
-			if _, err := createEnrollment(ctx, ts.ledger, q.Partner, q.Churches[0]); err != nil {
+			if _, err := createEnrollment(ctx, ts.Ledger, q.Partner, q.Churches[0]); err != nil {
 				errc <- err
 			}
 		})
 		time.AfterFunc(400*time.Millisecond, func() {
-			if _, err := createEnrollment(ctx, ts.ledger, p.Partner, p.Churches[0]); err != nil {
+			if _, err := createEnrollment(ctx, ts.Ledger, p.Partner, p.Churches[0]); err != nil {
 				errc <- err
 			}
 			appended <- time.Now()
@@ -534,7 +534,7 @@ func TestFeedLongPoll(t *testing.T) {
 	t.Logf("worst long-poll wake-up after an append: %s", worst)
 
 	// A shutdown ends waiting polls at once, with the same cursor.
-	time.AfterFunc(200*time.Millisecond, ts.api.EndLongPolls)
+	time.AfterFunc(200*time.Millisecond, ts.API.EndLongPolls)
 	start = time.Now()
 	ended := getEvents(t, c, url.Values{"since_cursor": {cursor}, "type": {"enrollment.activated"}, "wait": {"30"}})
 	if took := time.Since(start); took > 10*time.Second || len(ended.Data) != 0 || ended.NextCursor != cursor {
@@ -550,15 +550,15 @@ func TestFeedMergesTypesInStreamOrder(t *testing.T) {
 	ctx := context.Background()
 	var recs []eventlog.Record
 	for i := range 3 {
-		created, err := createEnrollment(ctx, ts.ledger, p.Partner, p.Churches[0])
+		created, err := createEnrollment(ctx, ts.Ledger, p.Partner, p.Churches[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		activated, err := activateEnrollment(ctx, ts.ledger, p.Partner, created.Aggregate)
+		activated, err := activateEnrollment(ctx, ts.Ledger, p.Partner, created.Aggregate)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dep, err := receiveDeposit(ctx, ts.ledger, p.Partner, p.Churches[0], domain.Hundredths(100+i), "t")
+		dep, err := receiveDeposit(ctx, ts.Ledger, p.Partner, p.Churches[0], domain.Hundredths(100+i), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -583,19 +583,19 @@ func TestFeedMergesTypesInStreamOrder(t *testing.T) {
 // on the other, and a long poll on one wakes for an append made through the
 // other.
 func TestFeedAcrossInstances(t *testing.T) {
-	nats := startUnsyncedNATS(t)
+	natsURL := eventlogtest.StartServer(t)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	master := withMasterKey(fmt.Sprintf("%x", key))
-	one := startStack(t, withNATSURL(nats), master)
-	two := startStack(t, withNATSURL(nats), master)
+	one := startStack(t, withNATSURL(natsURL), master)
+	two := startStack(t, withNATSURL(natsURL), master)
 	c1, p := one.feedPartner(t, 1)
 	two.waitProjected(t)
 	c2 := &apitest.Client{TB: t, Base: two.URL, Key: c1.Key}
 	ctx := context.Background()
 	var recs []eventlog.Record
 	for range 4 {
-		rec, err := createEnrollment(ctx, one.ledger, p.Partner, p.Churches[0])
+		rec, err := createEnrollment(ctx, one.Ledger, p.Partner, p.Churches[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,7 +608,7 @@ func TestFeedAcrossInstances(t *testing.T) {
 
 	appended := make(chan eventlog.Record, 1)
 	time.AfterFunc(200*time.Millisecond, func() {
-		rec, err := receiveDeposit(ctx, one.ledger, p.Partner, p.Churches[0], 5_00, "cross")
+		rec, err := receiveDeposit(ctx, one.Ledger, p.Partner, p.Churches[0], 5_00, "cross")
 		if err != nil {
 			t.Error(err)
 		}

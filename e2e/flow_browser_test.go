@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // The hosted flow in a real headless Chromium. Without Chromium the test
@@ -274,7 +273,7 @@ func TestFlowInBrowser(t *testing.T) {
 			t.Fatalf("wrong code: %s", got)
 		}
 		// Autofocus lands after the page renders.
-		eventlogtest.WaitFor(t, 5*time.Second, "focus on the code field", func() bool {
+		waitFor(t, 5*time.Second, "focus on the code field", func() bool {
 			return tb.text(`document.activeElement.id`) == "code"
 		})
 		// Then the right one works.
@@ -306,8 +305,8 @@ func TestFlowInBrowser(t *testing.T) {
 			t.Fatalf("return link %q, want %q", href, want)
 		}
 		var en *domain.EnrollmentCreated
-		eventlogtest.WaitFor(t, 10*time.Second, "enrollment.created in the ledger", func() bool {
-			for _, ev := range ledgerEvents(t, ts.ledger, "enrollment.created") {
+		waitFor(t, 10*time.Second, "enrollment.created in the ledger", func() bool {
+			for _, ev := range ledgerEvents(t, ts.Ledger, "enrollment.created") {
 				if p := ev.Payload.(*domain.EnrollmentCreated); p.DonorSessionID == s.ID {
 					en = p
 				}
@@ -376,8 +375,8 @@ func TestFlowInBrowser(t *testing.T) {
 		tb.leave()
 		tb.run("reload", chromedp.Reload())
 		tb.waitPage("This link has expired")
-		eventlogtest.WaitFor(t, 10*time.Second, "donor_session.expired", func() bool {
-			return sessionEvents(t, ts.ledger, s.ID, "donor_session.expired") == 1
+		waitFor(t, 10*time.Second, "donor_session.expired", func() bool {
+			return sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired") == 1
 		})
 		var status int
 		resp, err := http.Get(s.URL)

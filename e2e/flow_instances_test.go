@@ -1,6 +1,7 @@
-package main
+package e2e
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,18 +20,26 @@ func TestFlowBindingOnALaggingInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startStack(t, withNATSURL(a.ledger.ClientURL()), withMasterKey(strings.TrimSpace(string(key))))
+	b := openStack(t, withNATSURL(a.Ledger.ClientURL()), withMasterKey(strings.TrimSpace(string(key))))
 	c, pid := a.partner(t)
 	church := importChurch(t, c, "Grace")
 	s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/back")
+	// b's projector follows the ledger up to here; from then on b applies
+	// nothing: it lags behind the ledger.
+	follow, stopFollowing := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		b.Projector.Run(follow)
+	}()
 	b.waitProjected(t)
-	// From here on b applies nothing: it lags behind the ledger.
-	b.cancel()
+	stopFollowing()
+	<-followed
 
 	path := strings.TrimPrefix(s.URL, a.URL)
 	d := newDonorBrowser(t, a.URL+path, nil)
 	d.open("").expect(t, http.StatusOK, "Confirm it's you")
-	if lagging, ok, err := b.store.Session(pid, s.ID); err != nil || !ok || lagging.BindingHash != "" {
+	if lagging, ok, err := b.Store.Session(pid, s.ID); err != nil || !ok || lagging.BindingHash != "" {
 		t.Fatalf("instance b should not have applied the binding: %+v %v %v", lagging, ok, err)
 	}
 
@@ -45,7 +54,7 @@ func TestFlowBindingOnALaggingInstance(t *testing.T) {
 
 	other := newDonorBrowser(t, b.URL+path, nil)
 	other.open("").expect(t, http.StatusForbidden, "This link was already used")
-	if n := sessionEvents(t, a.ledger, s.ID, "donor_session.opened"); n != 1 {
+	if n := sessionEvents(t, a.Ledger, s.ID, "donor_session.opened"); n != 1 {
 		t.Fatalf("%d donor_session.opened events, want 1", n)
 	}
 }

@@ -1,8 +1,6 @@
-package main
+package e2e
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,24 +9,12 @@ import (
 	"testing"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/sms"
 )
 
 func withSMS(v sms.Verifier) stackOption {
-	return func(cfg *stackConfig) { cfg.SMS = v }
-}
-
-func TestServeRefusesProductionWithoutTwilio(t *testing.T) {
-	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID"} {
-		t.Setenv(name, "")
-	}
-	var out, errOut strings.Builder
-	err := run(context.Background(), []string{"serve", "--env", "production", "--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--addr", "127.0.0.1:0",
-		"--twilio-account-sid", "AC1", "--twilio-service-sid", "VA1"}, &out, &errOut)
-	var u usageError
-	if !errors.As(err, &u) || !strings.Contains(err.Error(), "GIVING_TWILIO_AUTH_TOKEN") {
-		t.Fatalf("serve on production without a Twilio token: %v", err)
-	}
+	return func(c *stack.Config) { c.SMS = v }
 }
 
 // TestProductionFlowVerifiesThroughTwilio runs the phone step of a

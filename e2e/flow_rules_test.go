@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // verifiedDonor opens a session and takes its donor through phone
@@ -59,10 +58,10 @@ func TestFlowCodeRules(t *testing.T) {
 		// Locked for good: even the right code (resubmitted from the
 		// previous page) changes nothing.
 		d.submit("verify", url.Values{"code": {"000000"}, "csrf": {csrf}}).expect(t, http.StatusOK, "Too many wrong codes")
-		if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.phone_verified"); n != 0 {
+		if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.phone_verified"); n != 0 {
 			t.Fatal("a locked session verified its phone")
 		}
-		if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.locked"); n != 1 {
+		if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.locked"); n != 1 {
 			t.Fatalf("%d locked events", n)
 		}
 	})
@@ -79,7 +78,7 @@ func TestFlowCodeRules(t *testing.T) {
 		}
 		d.submit("code", nil)
 		d.submit("verify", url.Values{"code": {"000000"}}).expect(t, http.StatusOK, "Agree to give")
-		if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.code_rejected"); n != 0 {
+		if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.code_rejected"); n != 0 {
 			t.Fatalf("an expired code counted as a wrong try (%d)", n)
 		}
 	})
@@ -140,10 +139,10 @@ func TestFlowExpiry(t *testing.T) {
 	d.submit("code", url.Values{"csrf": {csrf}}).expect(t, http.StatusGone, "This link has expired")
 	newDonorBrowser(t, s.URL, nil).open("").expect(t, http.StatusGone, "This link has expired")
 	waitSessionStatus(t, c, s.ID, "expired")
-	if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.expired"); n != 1 {
+	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired"); n != 1 {
 		t.Fatalf("%d donor_session.expired events, want 1", n)
 	}
-	if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.code_sent"); n != 0 {
+	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.code_sent"); n != 0 {
 		t.Fatal("an expired session sent a code")
 	}
 }
@@ -165,14 +164,14 @@ func TestSweeperExpiresOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.api.SweepSessions(ctx, 5*time.Millisecond)
+			ts.App.SweepSessions(ctx, 5*time.Millisecond)
 		}()
 	}
 	clock.advance(domain.SessionLifetime + time.Second)
 	// The API shows a due session as expired at once; wait for the events.
-	eventlogtest.WaitFor(t, 20*time.Second, "every session to expire", func() bool {
+	waitFor(t, 20*time.Second, "every session to expire", func() bool {
 		seen := map[string]bool{}
-		for _, ev := range ledgerEvents(t, ts.ledger, "donor_session.expired") {
+		for _, ev := range ledgerEvents(t, ts.Ledger, "donor_session.expired") {
 			seen[ev.AggregateID] = true
 		}
 		return len(seen) == len(ids)
@@ -180,7 +179,7 @@ func TestSweeperExpiresOnce(t *testing.T) {
 	cancel()
 	wg.Wait()
 	counts := map[string]int{}
-	for _, ev := range ledgerEvents(t, ts.ledger, "donor_session.expired") {
+	for _, ev := range ledgerEvents(t, ts.Ledger, "donor_session.expired") {
 		counts[ev.AggregateID]++
 		if ev.Payload.(*domain.DonorSessionExpired).DonorSessionID != ev.AggregateID {
 			t.Errorf("payload names %+v", ev.Payload)
@@ -193,7 +192,7 @@ func TestSweeperExpiresOnce(t *testing.T) {
 	}
 }
 
-// TestDonorsForget erases a donor's phone through the CLI, against a running
+// TestDonorsForget erases a donor's phone through the CLI (the binary), against a running
 // instance and on a stopped one's data directory.
 func TestDonorsForget(t *testing.T) {
 	ts := startStack(t, withNATSListen("127.0.0.1:0"))
@@ -202,31 +201,33 @@ func TestDonorsForget(t *testing.T) {
 	a := openSession(t, c, church, "+12025550100", "pct", "2", "https://partner.example/back")
 	b := openSession(t, c, church, "+12025550101", "pct", "2", "https://partner.example/back")
 	ctx := context.Background()
-	vault, err := ts.ledger.OpenVault(ctx, ts.secrets)
+	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	forget := func(args ...string) (string, error) {
-		var out, errOut strings.Builder
-		err := run(ctx, append([]string{"donors", "forget"}, args...), &out, &errOut)
-		return out.String() + errOut.String(), err
+		r := runCLI(t, nil, append([]string{"donors", "forget"}, args...)...)
+		if r.Code != 0 {
+			return r.Stdout + r.Stderr, fmt.Errorf("exit %d", r.Code)
+		}
+		return r.Stdout + r.Stderr, nil
 	}
 
 	// Against the running instance, through its NATS listener.
-	if out, err := forget(a.DonorID, "--partner", "pt_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "--nats-url", ts.ledger.ClientURL()); err == nil {
+	if out, err := forget(a.DonorID, "--partner", "pt_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "--nats-url", ts.Ledger.ClientURL()); err == nil {
 		t.Fatalf("forgetting another partner's donor succeeded: %s", out)
 	}
 	if _, err := vault.Phone(ctx, a.DonorID); err != nil {
 		t.Fatalf("a refused forget erased the phone: %v", err)
 	}
-	out, err := forget(a.DonorID, "--partner", partner, "--nats-url", ts.ledger.ClientURL())
+	out, err := forget(a.DonorID, "--partner", partner, "--nats-url", ts.Ledger.ClientURL())
 	if err != nil || !strings.Contains(out, "phone erased") {
 		t.Fatalf("forget: %v %s", err, out)
 	}
 	if _, err := vault.Phone(ctx, a.DonorID); !errors.Is(err, eventlog.ErrForgotten) {
 		t.Fatalf("after forget: %v", err)
 	}
-	if out, err := forget(a.DonorID, "--nats-url", ts.ledger.ClientURL()); err != nil || !strings.Contains(out, "no phone stored") {
+	if out, err := forget(a.DonorID, "--nats-url", ts.Ledger.ClientURL()); err != nil || !strings.Contains(out, "no phone stored") {
 		t.Fatalf("second forget: %v %s", err, out)
 	}
 	if _, err := forget("dn_nope"); err == nil {
@@ -247,7 +248,7 @@ func TestDonorsForget(t *testing.T) {
 		t.Fatalf("offline forget: %v %s", err, out)
 	}
 	ts2 := startStack(t, withDir(dir))
-	vault2, err := ts2.ledger.OpenVault(ctx, ts2.secrets)
+	vault2, err := ts2.Ledger.OpenVault(ctx, ts2.Secrets)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -95,7 +95,7 @@ func TestFlowWithoutJavaScript(t *testing.T) {
 	// changes nothing and lands on the current step.
 	d.open("").expect(t, http.StatusOK, "Agree to give")
 	d.submit("verify", url.Values{"code": {"000000"}}).expect(t, http.StatusOK, "Agree to give")
-	if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.phone_verified"); n != 1 {
+	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.phone_verified"); n != 1 {
 		t.Fatalf("%d phone_verified events, want 1", n)
 	}
 	// A GET on an action address goes back to the page.
@@ -109,7 +109,7 @@ func TestFlowWithoutJavaScript(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/consent", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	d.do(req).expect(t, http.StatusForbidden, "Please try that again")
-	if n := sessionEvents(t, ts.ledger, s.ID, "donor_session.consented"); n != 0 {
+	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.consented"); n != 0 {
 		t.Fatalf("a forged form consented")
 	}
 	d.open("")
@@ -123,7 +123,7 @@ func TestFlowWithoutJavaScript(t *testing.T) {
 	p = d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
 	p.expect(t, http.StatusOK, "Connect your payroll")
 	var consent *domain.ConsentGiven
-	for _, ev := range ledgerEvents(t, ts.ledger, "donor_session.consented") {
+	for _, ev := range ledgerEvents(t, ts.Ledger, "donor_session.consented") {
 		if ev.AggregateID == s.ID {
 			consent = ev.Payload.(*domain.ConsentGiven)
 		}
@@ -154,7 +154,7 @@ func TestFlowWithoutJavaScript(t *testing.T) {
 	d.submit("payroll", url.Values{"csrf": {payrollCSRF}, "provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
 
 	var created []domain.Event
-	for _, ev := range ledgerEvents(t, ts.ledger, "enrollment.created") {
+	for _, ev := range ledgerEvents(t, ts.Ledger, "enrollment.created") {
 		if ev.Payload.(*domain.EnrollmentCreated).DonorSessionID == s.ID {
 			created = append(created, ev)
 		}

@@ -1,36 +1,68 @@
-package main
+package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/sms"
 )
+
+// The helpers every end-to-end test shares: a stack in this process, the
+// real binary, producers of ledger events, a donor's browser without
+// JavaScript, and a webhook receiver.
+
+// ---- A stack in this process ----
 
 // testStack is a real instance for a test: embedded JetStream and bbolt in a
 // temporary directory, the HTTP API on a random loopback port.
 type testStack struct {
-	*stack
+	*stack.Stack
 	URL  string
 	Dir  string
 	Logs *syncBuffer
 	srv  *httptest.Server
 }
 
-type stackOption func(*stackConfig)
+type stackOption func(*stack.Config)
 
 func withEnv(env domain.Environment) stackOption {
-	return func(c *stackConfig) {
+	return func(c *stack.Config) {
 		c.Ledger.Env = env
 		if env == domain.Production {
 			// Production refuses to start without its vendors. These point
@@ -48,12 +80,170 @@ func withEnv(env domain.Environment) stackOption {
 }
 
 func withRateLimit(perSecond, burst int) stackOption {
-	return func(c *stackConfig) { c.RateLimit = httpapi.RateLimit{PerSecond: perSecond, Burst: burst} }
+	return func(c *stack.Config) { c.RateLimit = httpapi.RateLimit{PerSecond: perSecond, Burst: burst} }
 }
 
 func withDir(dir string) stackOption {
-	return func(c *stackConfig) { c.Ledger.DataDir = dir }
+	return func(c *stack.Config) { c.Ledger.DataDir = dir }
 }
+
+func withClock(clock *testClock) stackOption {
+	return func(c *stack.Config) { c.Now = clock.now }
+}
+
+// withNATSListen lets other processes (the CLI) reach the stack's embedded
+// NATS server.
+func withNATSListen(addr string) stackOption {
+	return func(c *stack.Config) { c.Ledger.NATSListen = addr }
+}
+
+// withNATSURL runs the stack on an external NATS server instead of an
+// embedded one.
+func withNATSURL(url string) stackOption {
+	return func(c *stack.Config) { c.Ledger.NATSURL = url }
+}
+
+// withMasterKey sets the master key, which instances sharing a ledger share.
+func withMasterKey(hex string) stackOption {
+	return func(c *stack.Config) { c.MasterKey = hex }
+}
+
+// withWebhooks adjusts the dispatcher's configuration.
+func withWebhooks(f func(*dispatcher.Config)) stackOption {
+	return func(c *stack.Config) { f(&c.Webhooks) }
+}
+
+// withRetrySchedule compresses the retry schedule for a test.
+func withRetrySchedule(waits ...time.Duration) stackOption {
+	return withWebhooks(func(c *dispatcher.Config) { c.Schedule = waits })
+}
+
+// repeatWait is a schedule of n equal waits.
+func repeatWait(n int, d time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+// startStack runs an instance with every background loop, as serve does.
+func startStack(t testing.TB, opts ...stackOption) *testStack {
+	t.Helper()
+	ts := openStack(t, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Start(ctx); err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	return ts
+}
+
+// openStack builds an instance and serves its API, but runs none of its
+// background loops: its projections apply nothing unless the test runs the
+// projector itself.
+func openStack(t testing.TB, opts ...stackOption) *testStack {
+	t.Helper()
+	logs := &syncBuffer{}
+	cfg := stack.Config{
+		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir()},
+		RateLimit: httpapi.RateLimit{PerSecond: 10000, Burst: 10000},
+		Log:       zerolog.New(logs),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The public URL must be known before the stack is built; reserve the
+	// listener first.
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	st, err := stack.Open(ctx, cfg)
+	if err != nil {
+		srv.Close()
+		t.Fatalf("open stack: %v", err)
+	}
+	srv.Config.Handler = st.API.Handler()
+	srv.Start()
+	ts := &testStack{Stack: st, URL: srv.URL, Dir: cfg.Ledger.DataDir, Logs: logs, srv: srv}
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+// stop closes the HTTP server and the stack; safe to call twice.
+func (ts *testStack) stop() {
+	if ts.srv != nil {
+		ts.API.EndLongPolls()
+		ts.srv.Close()
+		ts.srv = nil
+		ts.Stack.Close()
+	}
+}
+
+// partner onboards a partner with one key and returns a client acting as it.
+func (ts *testStack) partner(t testing.TB, origins ...string) (*apitest.Client, string) {
+	t.Helper()
+	if len(origins) == 0 {
+		origins = []string{"https://partner.example"}
+	}
+	id, key, err := ts.Operators.CreatePartner(context.Background(), "Partner "+t.Name(), origins)
+	if err != nil {
+		t.Fatalf("create partner: %v", err)
+	}
+	ts.waitProjected(t)
+	return &apitest.Client{TB: t, Base: ts.URL, Key: key.Secret}, id
+}
+
+// feedPartner onboards a partner with a few imported churches and returns
+// its client and its producer identity.
+func (ts *testStack) feedPartner(t testing.TB, churches int) (*apitest.Client, feedProducer) {
+	t.Helper()
+	c, pid := ts.partner(t)
+	rows := make([]string, churches)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"name":"Church %d"}`, i)
+	}
+	resp := c.Do(http.MethodPost, "/v1/churches/import", `{"churches":[`+strings.Join(rows, ",")+`]}`, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("import churches: %d %s", resp.Status, resp.Body)
+	}
+	var imp importResponse
+	resp.JSON(t, &imp)
+	p := feedProducer{Partner: pid}
+	for _, r := range imp.Results {
+		p.Churches = append(p.Churches, r.Church.ID)
+	}
+	return c, p
+}
+
+// waitProjected waits until the projections hold everything in the ledger.
+func (ts *testStack) waitProjected(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Projector.CatchUp(ctx); err != nil {
+		t.Fatalf("projections catch up: %v", err)
+	}
+}
+
+// lastSeq is the ledger's newest sequence.
+func (ts *testStack) lastSeq(t *testing.T) uint64 {
+	t.Helper()
+	seq, err := ts.Ledger.LastSeq(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// testClock is the stack's clock in flow tests: real time plus an offset the
+// test moves forward, so codes and urls expire without waiting.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // syncBuffer collects log output from many goroutines.
 type syncBuffer struct {
@@ -73,68 +263,810 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func startStack(t testing.TB, opts ...stackOption) *testStack {
+// waitFor polls until cond holds.
+func waitFor(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
-	logs := &syncBuffer{}
-	cfg := stackConfig{
-		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir()},
-		RateLimit: httpapi.RateLimit{PerSecond: 10000, Burst: 10000},
-		Log:       zerolog.New(logs),
+	eventlogtest.WaitFor(t, timeout, msg, cond)
+}
+
+// ---- The binary ----
+
+// Tests that run the real binary share one build, removed when the tests end.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
-	for _, o := range opts {
-		o(&cfg)
+	os.Exit(code)
+}
+
+// givingBinary builds cmd/giving once per test run.
+func givingBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "giving-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "giving")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/partnergiving/giving/cmd/giving").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return binPath
+}
+
+// cleanEnv is the test's environment without GIVING_* variables, plus env.
+func cleanEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIVING_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
+// cliResult is a finished CLI run.
+type cliResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// runCLI runs the binary to completion with args and extra environment.
+func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// The public URL must be known before the stack is built; reserve the
-	// listener first.
-	srv := httptest.NewUnstartedServer(nil)
-	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
-	st, err := openStack(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open stack: %v", err)
+	cmd := exec.CommandContext(ctx, givingBinary(t), args...)
+	cmd.Env = cleanEnv(env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cliResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.Code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("giving %s: %v", strings.Join(args, " "), err)
 	}
-	if err := st.start(ctx); err != nil {
-		st.Close()
-		t.Fatalf("start stack: %v", err)
-	}
-	srv.Config.Handler = st.api.Handler()
-	srv.Start()
-	ts := &testStack{stack: st, URL: srv.URL, Dir: cfg.Ledger.DataDir, Logs: logs, srv: srv}
-	t.Cleanup(ts.stop)
-	return ts
+	return res
 }
 
-// stop closes the HTTP server and the stack; safe to call twice.
-func (ts *testStack) stop() {
-	if ts.srv != nil {
-		ts.api.EndLongPolls()
-		ts.srv.Close()
-		ts.srv = nil
-		ts.stack.Close()
-	}
+// server is a running "giving serve" process.
+type server struct {
+	cmd    *exec.Cmd
+	URL    string
+	NATS   string // the --nats-listen address operator commands use
+	Dir    string // the data directory, which holds the NATS token
+	Stdout *syncBuffer
+	Stderr *syncBuffer
+	done   chan struct{}
+	err    error
 }
 
-// partner onboards a partner with one key and returns a client acting as it.
-func (ts *testStack) partner(t testing.TB, origins ...string) (*apitest.Client, string) {
+// startServer runs "giving serve" on dataDir with loopback listeners on
+// random ports and waits until it prints its addresses.
+func startServer(t *testing.T, dataDir string, env []string, args ...string) *server {
 	t.Helper()
-	if len(origins) == 0 {
-		origins = []string{"https://partner.example"}
-	}
-	id, key, err := createPartner(context.Background(), ts.ledger, "Partner "+t.Name(), origins)
-	if err != nil {
-		t.Fatalf("create partner: %v", err)
-	}
-	ts.waitProjected(t)
-	return &apitest.Client{TB: t, Base: ts.URL, Key: key.Secret}, id
+	s := launchServe(t, env, append([]string{"--data", dataDir, "--addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, args...)...)
+	s.Dir = dataDir
+	s.waitPrinted(t, "its NATS address", func(line string) bool {
+		// The token never shows: "nats://xxxxx@127.0.0.1:port (token in ...)".
+		_, url, ok := strings.Cut(line, "embedded NATS for operator commands: nats://xxxxx@")
+		s.NATS, _, _ = strings.Cut(url, " ")
+		return ok
+	})
+	return s
 }
 
-// waitProjected waits until the projections hold everything in the ledger.
-func (ts *testStack) waitProjected(t testing.TB) {
+// launchServe runs "giving serve" with args alone and waits until it prints
+// the address it serves at.
+func launchServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ts.projector.CatchUp(ctx); err != nil {
-		t.Fatalf("projections catch up: %v", err)
+	cmd := exec.Command(givingBinary(t), append([]string{"serve"}, args...)...)
+	cmd.Env = cleanEnv(env...)
+	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, s.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	go func() {
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.Stdout.Write([]byte(sc.Text() + "\n"))
+		}
+	}()
+	t.Cleanup(func() { s.kill() })
+	s.waitPrinted(t, "its address", func(line string) bool {
+		_, url, ok := strings.Cut(line, " stack listening on ")
+		s.URL = strings.TrimSpace(url)
+		return ok
+	})
+	return s
+}
+
+// waitPrinted waits until found accepts a line the server printed, and
+// fails the test if the server exits first.
+func (s *server) waitPrinted(t *testing.T, what string, found func(line string) bool) {
+	t.Helper()
+	waitFor(t, time.Minute, "giving serve to print "+what, func() bool {
+		select {
+		case <-s.done:
+			t.Fatalf("giving serve exited: %v\nstdout: %s\nstderr: %s", s.err, s.Stdout, s.Stderr)
+		default:
+		}
+		for _, line := range strings.Split(s.Stdout.String(), "\n") {
+			if found(line) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// natsURL is the address, with the token, a test connects to the server's
+// embedded NATS at.
+func (s *server) natsURL(t *testing.T) string {
+	t.Helper()
+	token, err := eventlog.NATSToken(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "nats://" + token + "@" + s.NATS
+}
+
+// kill stops the process at once, as a crash would.
+func (s *server) kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// terminate sends SIGTERM and returns the exit code.
+func (s *server) terminate(t *testing.T) int {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatal("giving serve did not stop within a minute of SIGTERM")
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// ---- The ledger: reading it, and producing partner events ----
+
+// ledgerEvents reads every event of one type from the ledger.
+func ledgerEvents(t *testing.T, l *eventlog.Ledger, eventType string) []domain.Event {
+	t.Helper()
+	var out []domain.Event
+	var after uint64
+	for {
+		recs, pending, err := l.Read(context.Background(), l.Subjects().OfType(eventType), after, 500)
+		if err != nil {
+			t.Fatalf("read ledger: %v", err)
+		}
+		for _, r := range recs {
+			ev, err := r.Event()
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			out = append(out, ev)
+			after = r.Seq
+		}
+		if pending == 0 || len(recs) == 0 {
+			return out
+		}
+	}
+}
+
+// sessionEvents counts one session's events of one type.
+func sessionEvents(t *testing.T, l *eventlog.Ledger, sessionID, eventType string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range ledgerEvents(t, l, eventType) {
+		if ev.AggregateID == sessionID {
+			n++
+		}
+	}
+	return n
+}
+
+// imports returns every church.imported event of the partner, oldest first.
+func imports(t *testing.T, l *eventlog.Ledger, partner string) []*domain.ChurchesImported {
+	t.Helper()
+	var out []*domain.ChurchesImported
+	var after uint64
+	for {
+		recs, pending, err := l.Read(context.Background(), l.Subjects().Aggregate(partner, domain.ChurchCatalogue), after, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			ev, err := r.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, ok := ev.Payload.(*domain.ChurchesImported); ok {
+				out = append(out, p)
+			}
+			after = r.Seq
+		}
+		if pending == 0 || len(recs) == 0 {
+			return out
+		}
+	}
+}
+
+// Tests append public events the way the donor flow and the vendor edges
+// do: through the command helper (eventlog.Execute) with the domain's
+// decisions, without going through HTTP.
+
+// createEnrollment appends enrollment.created for a new enrollment.
+func createEnrollment(ctx context.Context, l *eventlog.Ledger, partner, church string) (eventlog.Record, error) {
+	id := domain.NewID(domain.PrefixEnrollment)
+	return execute(ctx, l, partner, id, func(h eventlog.History) (*domain.Event, error) {
+		e := domain.Fold[domain.Enrollment](h.Events)
+		ev, err := domain.CreateEnrollment(&e, domain.NewEnrollment{
+			ID: id, PartnerID: partner, ChurchID: church, SessionID: domain.NewID(domain.PrefixSession),
+			Giving: domain.Giving{Mode: domain.ModePercent, Value: 2_50},
+		}, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return &ev, nil
+	})
+}
+
+// activateEnrollment appends enrollment.activated for an enrollment created
+// by createEnrollment.
+func activateEnrollment(ctx context.Context, l *eventlog.Ledger, partner, enrollment string) (eventlog.Record, error) {
+	return execute(ctx, l, partner, enrollment, func(h eventlog.History) (*domain.Event, error) {
+		e := domain.Fold[domain.Enrollment](h.Events)
+		return domain.ActivateEnrollment(&e, time.Now())
+	})
+}
+
+// receiveDeposit appends deposit.received for a new deposit.
+func receiveDeposit(ctx context.Context, l *eventlog.Ledger, partner, church string, amount domain.Hundredths, trace string) (eventlog.Record, error) {
+	id := domain.NewID(domain.PrefixDeposit)
+	return execute(ctx, l, partner, id, func(h eventlog.History) (*domain.Event, error) {
+		if len(h.Events) > 0 {
+			return nil, domain.ProblemConflict.New("deposit %s already received", id)
+		}
+		now := time.Now()
+		ev := domain.NewEvent(partner, id, church, now, &domain.DepositReceived{
+			DepositID: id, Amount: amount, Currency: "USD", Trace: trace, BankTS: domain.FormatTime(now),
+		})
+		return &ev, nil
+	})
+}
+
+func execute(ctx context.Context, l *eventlog.Ledger, partner, aggregate string, decide func(eventlog.History) (*domain.Event, error)) (eventlog.Record, error) {
+	out, err := l.Execute(ctx, eventlog.Command{
+		Partner: partner, Aggregate: aggregate,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) { return decide(h) },
+	})
+	if err != nil {
+		return eventlog.Record{}, err
+	}
+	if out.Record == nil {
+		return eventlog.Record{}, fmt.Errorf("%s/%s: nothing appended", partner, aggregate)
+	}
+	return *out.Record, nil
+}
+
+// appendEnrollment appends an enrollment.created event for partner, naming
+// a church of no one, and returns the stored record, its event id and when
+// the append began.
+func appendEnrollment(t testing.TB, l *eventlog.Ledger, partner string) (eventlog.Record, string, time.Time) {
+	t.Helper()
+	start := time.Now()
+	rec, err := createEnrollment(context.Background(), l, partner, domain.NewID(domain.PrefixChurch))
+	if err != nil {
+		t.Fatalf("append enrollment: %v", err)
+	}
+	ev, err := rec.Event()
+	if err != nil {
+		t.Fatalf("decode appended event: %v", err)
+	}
+	return rec, ev.ID, start
+}
+
+// feedProducer is one partner's identity for producing events: its id and
+// the churches its events name.
+type feedProducer struct {
+	Partner  string
+	Churches []string
+}
+
+// job kinds for produce: what one unit of work appends.
+const (
+	jobCreate         = iota // enrollment.created
+	jobCreateActivate        // enrollment.created, then enrollment.activated
+	jobDeposit               // deposit.received
+)
+
+type produceJob struct {
+	who  feedProducer
+	kind int
+	n    int // the job's number, to vary churches and amounts
+}
+
+// produce runs jobs on parallel workers (synced JetStream appends are
+// latency-bound, so concurrency is what makes thousands of them quick) and
+// returns every appended record, in stream order.
+func produce(ctx context.Context, l *eventlog.Ledger, jobs []produceJob, workers int) ([]eventlog.Record, error) {
+	var (
+		mu       sync.Mutex
+		out      []eventlog.Record
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	ch := make(chan produceJob)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				recs, err := runJob(ctx, l, j)
+				mu.Lock()
+				out = append(out, recs...)
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	sort.Slice(out, func(i, k int) bool { return out[i].Seq < out[k].Seq })
+	return out, firstErr
+}
+
+func runJob(ctx context.Context, l *eventlog.Ledger, j produceJob) ([]eventlog.Record, error) {
+	church := j.who.Churches[j.n%len(j.who.Churches)]
+	switch j.kind {
+	case jobDeposit:
+		rec, err := receiveDeposit(ctx, l, j.who.Partner, church, domain.Hundredths(100+j.n), fmt.Sprintf("trace-%d", j.n))
+		return []eventlog.Record{rec}, err
+	case jobCreate, jobCreateActivate:
+		created, err := createEnrollment(ctx, l, j.who.Partner, church)
+		if err != nil || j.kind == jobCreate {
+			return []eventlog.Record{created}, err
+		}
+		activated, err := activateEnrollment(ctx, l, j.who.Partner, created.Aggregate)
+		return []eventlog.Record{created, activated}, err
+	}
+	return nil, fmt.Errorf("unknown job kind %d", j.kind)
+}
+
+// ---- The hosted flow, in a browser without JavaScript ----
+
+// openSession creates a donor session and returns it with its url.
+func openSession(t *testing.T, c *apitest.Client, church, phone, mode, value, redirect string) sessionResponse {
+	t.Helper()
+	resp := c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, phone, mode, value, redirect), nil)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create session: %d %s", resp.Status, resp.Body)
+	}
+	var s sessionResponse
+	resp.JSON(t, &s)
+	return s
+}
+
+// waitSessionStatus polls the API until the session has status.
+func waitSessionStatus(t *testing.T, c *apitest.Client, id, status string) sessionResponse {
+	t.Helper()
+	var s sessionResponse
+	waitFor(t, 10*time.Second, "session "+id+" to become "+status, func() bool {
+		c.Do(http.MethodGet, "/v1/donor_sessions/"+id, nil, nil).JSON(t, &s)
+		return s.Status == status
+	})
+	return s
+}
+
+// donorBrowser is a browser without JavaScript: an HTTP client with a cookie
+// jar that follows redirects, posting forms as a browser would.
+type donorBrowser struct {
+	t    *testing.T
+	hc   *http.Client
+	url  string
+	page flowPage
+}
+
+// flowPage is one page the donor saw.
+type flowPage struct {
+	Status int
+	URL    string
+	Header http.Header
+	Body   string
+}
+
+func newDonorBrowser(t *testing.T, flowURL string, rt http.RoundTripper) *donorBrowser {
+	jar, _ := cookiejar.New(nil)
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &donorBrowser{t: t, hc: &http.Client{Jar: jar, Transport: rt, Timeout: 30 * time.Second}, url: flowURL}
+}
+
+func (d *donorBrowser) do(req *http.Request) flowPage {
+	d.t.Helper()
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	d.page = flowPage{Status: resp.StatusCode, URL: resp.Request.URL.String(), Header: resp.Header, Body: string(body)}
+	return d.page
+}
+
+// open loads the flow's url (or path under it).
+func (d *donorBrowser) open(suffix string) flowPage {
+	d.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, d.url+suffix, nil)
+	return d.do(req)
+}
+
+// submit posts a form of the current page to the flow action, with the
+// page's CSRF token unless form sets one.
+func (d *donorBrowser) submit(action string, form url.Values) flowPage {
+	d.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if _, set := form["csrf"]; !set {
+		form.Set("csrf", d.page.csrf())
+	}
+	req, _ := http.NewRequest(http.MethodPost, d.url+"/"+action, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return d.do(req)
+}
+
+var (
+	csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	h1Element = regexp.MustCompile(`(?s)<h1>(.*?)</h1>`)
+)
+
+func (p flowPage) csrf() string {
+	m := csrfField.FindStringSubmatch(p.Body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func (p flowPage) h1() string {
+	m := h1Element.FindStringSubmatch(p.Body)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
+}
+
+// expect fails unless the page has the status and heading.
+func (p flowPage) expect(t *testing.T, status int, h1 string) {
+	t.Helper()
+	if p.Status != status || p.h1() != h1 {
+		t.Fatalf("want %d %q, got %d %q at %s\n%s", status, h1, p.Status, p.h1(), p.URL, p.Body)
+	}
+}
+
+// recorder keeps every response body a client received, for the PII sweep.
+type recorder struct {
+	mu     sync.Mutex
+	bodies []string
+	next   http.RoundTripper
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.bodies = append(r.bodies, req.Method+" "+req.URL.Path+" → "+resp.Status+"\n"+headerText(resp.Header)+"\n"+string(body))
+	r.mu.Unlock()
+	resp.Body = io.NopCloser(strings.NewReader(string(body)))
+	return resp, nil
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
+}
+
+func headerText(h http.Header) string {
+	var b strings.Builder
+	for k, vs := range h {
+		b.WriteString(k + ": " + strings.Join(vs, ", ") + "\n")
+	}
+	return b.String()
+}
+
+// ---- Webhooks: endpoints, a receiver, the spec's signature check ----
+
+// endpoint is a created webhook endpoint as the test sees it.
+type endpoint struct {
+	ID     string `json:"id"`
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+}
+
+func createEndpoint(t *testing.T, c *apitest.Client, url string, types ...string) endpoint {
+	t.Helper()
+	if len(types) == 0 {
+		types = []string{"*"}
+	}
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints", map[string]any{"url": url, "event_types": types}, nil)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create endpoint %s: %d %s", url, resp.Status, resp.Body)
+	}
+	var ep endpoint
+	resp.JSON(t, &ep)
+	return ep
+}
+
+// attemptView is a delivery attempt as the API lists it.
+type attemptView struct {
+	ID            string  `json:"id"`
+	EventID       string  `json:"event_id"`
+	EventType     string  `json:"event_type"`
+	Attempt       int     `json:"attempt"`
+	Outcome       string  `json:"outcome"`
+	StatusCode    *int    `json:"status_code"`
+	DurationMS    int64   `json:"duration_ms"`
+	AttemptedAt   string  `json:"attempted_at"`
+	NextAttemptAt *string `json:"next_attempt_at"`
+	Exhausted     bool    `json:"exhausted"`
+	Error         *string `json:"error"`
+}
+
+func attempts(t *testing.T, c *apitest.Client, endpointID string) []attemptView {
+	t.Helper()
+	resp := c.Do(http.MethodGet, "/v1/webhook_endpoints/"+endpointID+"/deliveries", nil, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("deliveries of %s: %d %s", endpointID, resp.Status, resp.Body)
+	}
+	var page struct {
+		Data []attemptView `json:"data"`
+	}
+	resp.JSON(t, &page)
+	return page.Data
+}
+
+// delivery is one request a receiver got.
+type delivery struct {
+	Body        []byte
+	Signature   string
+	ContentType string
+	UserAgent   string
+	At          time.Time
+	EventID     string
+	EventType   string
+	// Status is what the receiver answered; 0 while it hangs.
+	Status int
+}
+
+// receiver is a real HTTP server on loopback that records every request and
+// answers as respond says: a status, or 0 to hang until the sender gives up.
+type receiver struct {
+	srv     *httptest.Server
+	URL     string
+	mu      sync.Mutex
+	got     []delivery
+	respond func(n int, r *http.Request, w http.ResponseWriter) int
+	release chan struct{}
+}
+
+func newReceiver(t *testing.T, respond func(n int, r *http.Request, w http.ResponseWriter) int) *receiver {
+	t.Helper()
+	return newReceiverOn(t, nil, respond)
+}
+
+// newReceiverOn serves on ln, or on a fresh loopback port when ln is nil.
+func newReceiverOn(t *testing.T, ln net.Listener, respond func(n int, r *http.Request, w http.ResponseWriter) int) *receiver {
+	t.Helper()
+	rc := &receiver{respond: respond, release: make(chan struct{})}
+	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
+	if ln != nil {
+		rc.srv.Listener.Close()
+		rc.srv.Listener = ln
+	}
+	rc.srv.Start()
+	rc.URL = rc.srv.URL + "/hooks"
+	t.Cleanup(rc.close)
+	return rc
+}
+
+// okReceiver answers 200 to everything.
+func okReceiver(t *testing.T) *receiver {
+	return newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return http.StatusOK })
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	d := delivery{Body: body, Signature: r.Header.Get("Service-Signature"), ContentType: r.Header.Get("Content-Type"), UserAgent: r.Header.Get("User-Agent"), At: time.Now()}
+	var env struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+	}
+	_ = json.Unmarshal(body, &env)
+	d.EventID, d.EventType = env.EventID, env.EventType
+	rc.mu.Lock()
+	rc.got = append(rc.got, d)
+	n := len(rc.got)
+	rc.mu.Unlock()
+	status := rc.respond(n, r, w)
+	rc.mu.Lock()
+	rc.got[n-1].Status = status
+	rc.mu.Unlock()
+	if status == 0 {
+		select {
+		case <-r.Context().Done():
+		case <-rc.release:
+		}
+		return
+	}
+	w.WriteHeader(status)
+}
+
+func (rc *receiver) close() {
+	select {
+	case <-rc.release:
+	default:
+		close(rc.release)
+	}
+	rc.srv.Close()
+}
+
+func (rc *receiver) deliveries() []delivery {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]delivery(nil), rc.got...)
+}
+
+func (rc *receiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.got)
+}
+
+// accepted reports which event ids were answered 2xx.
+func (rc *receiver) accepted() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range rc.deliveries() {
+		if d.Status/100 == 2 {
+			out[d.EventID] = true
+		}
+	}
+	return out
+}
+
+// received reports how many times each event id arrived.
+func (rc *receiver) received() map[string]int {
+	out := map[string]int{}
+	for _, d := range rc.deliveries() {
+		out[d.EventID]++
+	}
+	return out
+}
+
+// verifyAll checks every delivery the receiver got against secret, and the
+// headers every delivery carries.
+func (rc *receiver) verifyAll(t *testing.T, secret string) {
+	t.Helper()
+	for i, d := range rc.deliveries() {
+		if err := verifySignature(secret, d.Signature, d.Body, d.At); err != nil {
+			t.Errorf("delivery %d (%s): %v", i, d.EventID, err)
+		}
+		if d.ContentType != "application/json" {
+			t.Errorf("delivery %d: Content-Type %q", i, d.ContentType)
+		}
+		if d.UserAgent != dispatcher.UserAgent {
+			t.Errorf("delivery %d: User-Agent %q", i, d.UserAgent)
+		}
+	}
+}
+
+// signaturePattern is the spec's header format.
+var signaturePattern = regexp.MustCompile(`^t=([0-9]+),v1=([0-9a-f]{64})$`)
+
+// verifySignature is a receiver's check, written from the spec's four rules
+// and independent of the service's signer: the header's pattern, a
+// timestamp within 300 seconds of now, HMAC-SHA256 over "<t>.<raw body>"
+// keyed with the secret, compared in constant time.
+func verifySignature(secret, header string, body []byte, now time.Time) error {
+	m := signaturePattern.FindStringSubmatch(header)
+	if m == nil {
+		return fmt.Errorf("header %q does not match t=<digits>,v1=<64 lowercase hex>", header)
+	}
+	ts, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("timestamp %q: %w", m[1], err)
+	}
+	if diff := now.Unix() - ts; diff > 300 || diff < -300 {
+		return fmt.Errorf("timestamp %d is %ds from now", ts, diff)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(m[1] + "."))
+	mac.Write(body)
+	want := mac.Sum(nil)
+	got, _ := hex.DecodeString(m[2])
+	if !hmac.Equal(got, want) {
+		return errors.New("signature does not match")
+	}
+	return nil
+}
+
+// hosts is a fixed resolver, standing in for DNS so that tests can name
+// hosts that resolve where they need. Its table can be changed while the
+// stack runs, to play a DNS rebinding.
+type hosts struct {
+	mu    sync.Mutex
+	table map[string][]netip.Addr
+}
+
+func newHosts(entries map[string]string) *hosts {
+	h := &hosts{table: map[string][]netip.Addr{}}
+	for name, addrs := range entries {
+		h.set(name, addrs)
+	}
+	return h
+}
+
+func (h *hosts) set(name string, addrs ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []netip.Addr
+	for _, a := range addrs {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	h.table[name] = out
+}
+
+func (h *hosts) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if addrs, ok := h.table[host]; ok {
+		return addrs, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }

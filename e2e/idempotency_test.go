@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestIdempotencyKeyIsCheckedBeforeAnyEffect(t *testing.T) {
 	if after := ts.lastSeq(t); after != before {
 		t.Fatalf("refused requests appended events: %d → %d", before, after)
 	}
-	if n := len(imports(t, ts.ledger, pid)); n != 0 {
+	if n := len(imports(t, ts.Ledger, pid)); n != 0 {
 		t.Fatalf("%d imports stored", n)
 	}
 	// 255 visible ASCII characters are fine.
@@ -68,7 +68,7 @@ func TestIdempotentReplay(t *testing.T) {
 	if after := ts.lastSeq(t); after != seq {
 		t.Fatalf("replays appended events: %d → %d", seq, after)
 	}
-	if n := len(imports(t, ts.ledger, pid)); n != 1 {
+	if n := len(imports(t, ts.Ledger, pid)); n != 1 {
 		t.Fatalf("%d imports, want 1", n)
 	}
 
@@ -106,7 +106,7 @@ func TestIdempotencyKeysArePartnerScoped(t *testing.T) {
 	if ia.Results[0].Status != "created" || ib.Results[0].Status != "created" || ia.Results[0].Church.ID == ib.Results[0].Church.ID {
 		t.Fatalf("both partners should own a church: %s / %s", ra.Body, rb.Body)
 	}
-	if len(imports(t, ts.ledger, pa)) != 1 || len(imports(t, ts.ledger, pb)) != 1 {
+	if len(imports(t, ts.Ledger, pa)) != 1 || len(imports(t, ts.Ledger, pb)) != 1 {
 		t.Fatal("want one import per partner")
 	}
 }
@@ -176,7 +176,7 @@ func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 		if final.Status != 200 || (original != nil && !bytes.Equal(final.Body, original)) {
 			t.Fatalf("after the race: %d %s", final.Status, final.Body)
 		}
-		if got := len(imports(t, ts.ledger, pid)); got != attempt+1 {
+		if got := len(imports(t, ts.Ledger, pid)); got != attempt+1 {
 			t.Fatalf("after attempt %d: %d imports in the ledger, want %d", attempt, got, attempt+1)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func BenchmarkImport(b *testing.B) {
 	ts := startStack(b)
 	keys := make([]string, 16)
 	for i := range keys {
-		_, key, err := createPartner(b.Context(), ts.ledger, fmt.Sprintf("Bench %d", i), []string{"https://bench.example"})
+		_, key, err := ts.Operators.CreatePartner(b.Context(), fmt.Sprintf("Bench %d", i), []string{"https://bench.example"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
-
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 )
 
 // phoneForms are the ways a US number can be written, for the PII sweep.
@@ -140,7 +139,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	if n := len(feed.Map(t)["data"].([]any)); n < 5 {
 		t.Fatalf("only %d events on the feed", n)
 	}
-	eventlogtest.WaitFor(t, 10*time.Second, "every event delivered", func() bool { return hooks.count() >= 5 })
+	waitFor(t, 10*time.Second, "every event delivered", func() bool { return hooks.count() >= 5 })
 	for i, d := range hooks.deliveries() {
 		sweep(t, fmt.Sprintf("webhook %d (%s)", i, d.EventType), d.Body, phones)
 	}
@@ -180,7 +179,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(projectionsPath(ts.cfg.Ledger)); err != nil || files < 5 {
+	if _, err := os.Stat(stack.ProjectionsPath(ts.Config.Ledger)); err != nil || files < 5 {
 		t.Fatalf("swept %d files; the bbolt file: %v", files, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -26,11 +26,11 @@ func mixedWorkload(t *testing.T, ts *testStack) (*apitest.Client, []string) {
 		churchIDs = append(churchIDs, imp.Results[0].Church.ID)
 		b.Do(http.MethodPost, importPath, fmt.Sprintf(`{"churches":[{"name":"B%d"}]}`, i), nil)
 	}
-	k, err := issueKey(context.Background(), ts.ledger, pid)
+	k, err := ts.Operators.IssueKey(context.Background(), pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := revokeKey(context.Background(), ts.ledger, k.Prefix); err != nil {
+	if _, err := ts.Operators.RevokeKey(context.Background(), k.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	ts.waitProjected(t)
@@ -50,7 +50,7 @@ func dumpStore(t *testing.T, s *projections.Store) map[string]map[string]string 
 func freshReplay(t *testing.T, ts *testStack) map[string]map[string]string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fresh.db")
-	if err := projections.BuildFile(context.Background(), ts.ledger, path, nil); err != nil {
+	if err := projections.BuildFile(context.Background(), ts.Ledger, path, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := projections.Open(path)
@@ -64,7 +64,7 @@ func freshReplay(t *testing.T, ts *testStack) map[string]map[string]string {
 func TestRebuiltProjectionsEqualLive(t *testing.T) {
 	ts := startStack(t)
 	a, ids := mixedWorkload(t, ts)
-	live := dumpStore(t, ts.store)
+	live := dumpStore(t, ts.Store)
 	if got := freshReplay(t, ts); !reflect.DeepEqual(got, live) {
 		t.Fatalf("fresh replay differs from the live file\nlive:  %v\nfresh: %v", live, got)
 	}
@@ -95,7 +95,7 @@ func TestRebuiltProjectionsEqualLive(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ts.projector.Rebuild(ctx, nil); err != nil {
+	if err := ts.Projector.Rebuild(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -105,7 +105,7 @@ func TestRebuiltProjectionsEqualLive(t *testing.T) {
 		t.Fatal(f)
 	default:
 	}
-	if got := dumpStore(t, ts.store); !reflect.DeepEqual(got, live) {
+	if got := dumpStore(t, ts.Store); !reflect.DeepEqual(got, live) {
 		t.Fatal("rebuilt live file differs from before")
 	}
 	// And the projector follows new writes into the swapped file.
@@ -119,16 +119,16 @@ func TestRebuiltProjectionsEqualLive(t *testing.T) {
 func TestRestartResumesFromCheckpoint(t *testing.T) {
 	ts := startStack(t)
 	a, ids := mixedWorkload(t, ts)
-	before := dumpStore(t, ts.store)
-	applied := ts.store.Applied()
+	before := dumpStore(t, ts.Store)
+	applied := ts.Store.Applied()
 	dir := ts.Dir
 	ts.stop()
 
 	ts = startStack(t, withDir(dir))
-	if got := ts.store.Applied(); got != applied {
+	if got := ts.Store.Applied(); got != applied {
 		t.Fatalf("after restart: applied %d, want %d", got, applied)
 	}
-	if got := dumpStore(t, ts.store); !reflect.DeepEqual(got, before) {
+	if got := dumpStore(t, ts.Store); !reflect.DeepEqual(got, before) {
 		t.Fatal("projections changed across a restart with no new events")
 	}
 	a.Base = ts.URL
@@ -147,7 +147,7 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 	if again.Status != 200 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay after restart: %d %s", again.Status, again.Body)
 	}
-	if got := freshReplay(t, ts); !reflect.DeepEqual(got, dumpStore(t, ts.store)) {
+	if got := freshReplay(t, ts); !reflect.DeepEqual(got, dumpStore(t, ts.Store)) {
 		t.Fatal("after restarts, live projections differ from a fresh replay")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"net/http"
@@ -18,7 +18,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	ts := startStack(t, withRateLimit(1, 3))
 	a, pid := ts.partner(t)
 	b, _ := ts.partner(t)
-	key, err := issueKey(t.Context(), ts.ledger, pid)
+	key, err := ts.Operators.IssueKey(t.Context(), pid)
 	if err != nil {
 		t.Fatal(err)
 	}

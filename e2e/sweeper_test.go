@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // A session that completed without its enrollment (the flow's creation of it
@@ -25,12 +23,12 @@ func TestSweeperCreatesMissingEnrollment(t *testing.T) {
 
 	// The projections list the completed session that lacks its enrollment,
 	// and only that one.
-	refs, err := ts.store.UnenrolledSessions(clock.now().Add(time.Hour), 100)
+	refs, err := ts.Store.UnenrolledSessions(clock.now().Add(time.Hour), 100)
 	if err != nil || len(refs) != 1 || refs[0].SessionID != orphan.ID || refs[0].PartnerID != pid {
 		t.Fatalf("unenrolled sessions: %+v %v; want only %s", refs, err, orphan.ID)
 	}
 	// Within the grace the flow has to create it, the sweeper leaves it.
-	if refs, _ := ts.store.UnenrolledSessions(clock.now().Add(-5*time.Second), 100); len(refs) != 0 {
+	if refs, _ := ts.Store.UnenrolledSessions(clock.now().Add(-5*time.Second), 100); len(refs) != 0 {
 		t.Fatalf("a session completed just now is already due: %+v", refs)
 	}
 
@@ -40,23 +38,23 @@ func TestSweeperCreatesMissingEnrollment(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.api.SweepSessions(ctx, 5*time.Millisecond)
+			ts.App.SweepSessions(ctx, 5*time.Millisecond)
 		}()
 	}
 	clock.advance(time.Minute)
-	eventlogtest.WaitFor(t, 20*time.Second, "the sweeper to create the missing enrollment", func() bool {
+	waitFor(t, 20*time.Second, "the sweeper to create the missing enrollment", func() bool {
 		return c.Do(http.MethodGet, "/v1/enrollments/"+orphan.EnrollmentID, nil, nil).Status == http.StatusOK
 	})
 	ts.waitProjected(t)
-	eventlogtest.WaitFor(t, 10*time.Second, "the index to forget the enrolled session", func() bool {
-		refs, err := ts.store.UnenrolledSessions(clock.now().Add(time.Hour), 100)
+	waitFor(t, 10*time.Second, "the index to forget the enrolled session", func() bool {
+		refs, err := ts.Store.UnenrolledSessions(clock.now().Add(time.Hour), 100)
 		return err == nil && len(refs) == 0
 	})
 	cancel()
 	wg.Wait()
 
 	counts := map[string]int{}
-	for _, ev := range ledgerEvents(t, ts.ledger, "enrollment.created") {
+	for _, ev := range ledgerEvents(t, ts.Ledger, "enrollment.created") {
 		counts[ev.AggregateID]++
 	}
 	if len(counts) != 2 || counts[orphan.EnrollmentID] != 1 || counts[enrolled] != 1 {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -17,12 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/internal/stack"
 )
 
 func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
@@ -72,7 +71,7 @@ func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
 	}
 
 	// The plaintext secret is nowhere in the ledger or the projections.
-	recs, _, err := ts.ledger.Read(context.Background(), ts.ledger.Subjects().All(), 0, 10000)
+	recs, _, err := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().All(), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
 			t.Fatalf("ledger record %d (%s) holds the plaintext secret", r.Seq, r.Type)
 		}
 	}
-	dump, err := ts.store.Dump()
+	dump, err := ts.Store.Dump()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +219,10 @@ func TestWebhookDeliveriesSignedPerEndpointDuringRotation(t *testing.T) {
 
 	want := map[string][]byte{}
 	for range 5 {
-		rec, id, _ := appendEnrollment(t, ts.ledger, pid)
+		rec, id, _ := appendEnrollment(t, ts.Ledger, pid)
 		want[id] = rec.Data
 	}
-	appendEnrollment(t, ts.ledger, other) // another partner's event goes nowhere here
+	appendEnrollment(t, ts.Ledger, other) // another partner's event goes nowhere here
 	waitFor(t, 15*time.Second, "both endpoints receive every event", func() bool {
 		return len(oldRc.received()) == 5 && len(newRc.received()) == 5
 	})
@@ -246,7 +245,7 @@ func TestWebhookDeliveriesSignedPerEndpointDuringRotation(t *testing.T) {
 	if r := c.Do(http.MethodDelete, "/v1/webhook_endpoints/"+oldEp.ID, nil, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete old: %d", r.Status)
 	}
-	_, last, _ := appendEnrollment(t, ts.ledger, pid)
+	_, last, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "the new endpoint receives after rotation", func() bool { return newRc.received()[last] > 0 })
 	if oldRc.received()[last] != 0 {
 		t.Error("deleted endpoint received an event appended after its deletion")
@@ -267,7 +266,7 @@ func TestWebhookReceiverFailingThreeTimesGetsTheEvent(t *testing.T) {
 		return http.StatusOK
 	})
 	ep := createEndpoint(t, c, rc.URL)
-	_, id, _ := appendEnrollment(t, ts.ledger, pid)
+	_, id, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "four attempts logged", func() bool { return len(attempts(t, c, ep.ID)) == 4 })
 	rc.verifyAll(t, ep.Secret)
 	if got := rc.received(); got[id] != 4 || len(got) != 1 {
@@ -299,7 +298,7 @@ func TestWebhookRetryAfterIsHonouredAndDeliveriesExhaust(t *testing.T) {
 		return http.StatusBadGateway
 	})
 	ep := createEndpoint(t, c, rc.URL)
-	_, id, _ := appendEnrollment(t, ts.ledger, pid)
+	_, id, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "three attempts logged", func() bool { return len(attempts(t, c, ep.ID)) == 3 })
 	got := rc.deliveries()
 	if gap := got[1].At.Sub(got[0].At); gap < 2*time.Second {
@@ -318,7 +317,7 @@ func TestWebhookRetryAfterIsHonouredAndDeliveriesExhaust(t *testing.T) {
 	}
 	// A later event is tried its three times too, and the exhausted one
 	// never again.
-	_, id2, _ := appendEnrollment(t, ts.ledger, pid)
+	_, id2, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "second event exhausted", func() bool {
 		l := attempts(t, c, ep.ID)
 		return l[0].EventID == id2 && l[0].Exhausted
@@ -346,7 +345,7 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 
 	want := map[string][]byte{}
 	for range 3 {
-		rec, id, _ := appendEnrollment(t, ts.ledger, pid)
+		rec, id, _ := appendEnrollment(t, ts.Ledger, pid)
 		want[id] = rec.Data
 	}
 	waitFor(t, 15*time.Second, "failed attempts with retries pending", func() bool {
@@ -372,7 +371,7 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 		t.Fatalf("re-listen on %s: %v", addr, err)
 	}
 	rc := newReceiverOn(t, ln, func(int, *http.Request, http.ResponseWriter) int { return http.StatusOK })
-	rec, id, _ = appendEnrollment(t, ts.ledger, pid)
+	rec, id, _ = appendEnrollment(t, ts.Ledger, pid)
 	want[id] = rec.Data
 
 	waitFor(t, 20*time.Second, "every event delivered after the restart", func() bool {
@@ -416,7 +415,7 @@ func TestWebhookHangingEndpointDoesNotDelayHealthyOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range events / appenders {
-				_, id, start := appendEnrollment(t, ts.ledger, pid)
+				_, id, start := appendEnrollment(t, ts.Ledger, pid)
 				done := time.Now()
 				mu.Lock()
 				began[id], appended[id] = start, done
@@ -550,7 +549,7 @@ func TestWebhookAttemptLogKeepsExactlyTheLast50(t *testing.T) {
 	ep := createEndpoint(t, c, rc.URL)
 	var ids []string
 	for range 60 {
-		_, id, _ := appendEnrollment(t, ts.ledger, pid)
+		_, id, _ := appendEnrollment(t, ts.Ledger, pid)
 		ids = append(ids, id)
 	}
 	waitFor(t, 20*time.Second, "the 60th event's attempt is logged", func() bool {
@@ -585,14 +584,14 @@ func TestWebhookDeleteStopsDeliveriesAndPendingRetries(t *testing.T) {
 	doomedRc, controlRc := newReceiver(t, failing), newReceiver(t, failing)
 	doomed := createEndpoint(t, c, doomedRc.URL)
 	control := createEndpoint(t, c, controlRc.URL)
-	appendEnrollment(t, ts.ledger, pid)
+	appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "retries under way", func() bool { return doomedRc.count() >= 2 })
 
 	if r := c.Do(http.MethodDelete, "/v1/webhook_endpoints/"+doomed.ID, nil, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d", r.Status)
 	}
 	atDelete, controlAtDelete := doomedRc.count(), controlRc.count()
-	_, later, _ := appendEnrollment(t, ts.ledger, pid)
+	_, later, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "the control endpoint goes on being retried", func() bool {
 		return controlRc.count() >= controlAtDelete+6 && controlRc.received()[later] > 0
 	})
@@ -609,27 +608,12 @@ func TestWebhookDeleteStopsDeliveriesAndPendingRetries(t *testing.T) {
 	}
 	// Its queue, consumer and scheduled retries are gone from JetStream.
 	ctx := context.Background()
-	queue, err := ts.ledger.JetStream().Stream(ctx, "DELIVERIES_SANDBOX")
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 10*time.Second, "the deleted endpoint's consumer and retries are removed", func() bool {
-		if _, err := queue.Consumer(ctx, "deliver_"+doomed.ID); err == nil {
-			return false
-		}
-		info, err := queue.Info(ctx, jetstream.WithSubjectFilter("deliveries.sandbox.>"))
-		if err != nil {
-			return false
-		}
-		for subject := range info.State.Subjects {
-			if strings.Contains(subject, doomed.ID) {
-				return false
-			}
-		}
-		return true
+		h, err := ts.Dispatcher.Holds(ctx, pid, doomed.ID)
+		return err == nil && !h.Consumer && h.Messages == 0
 	})
-	if _, err := queue.Consumer(ctx, "deliver_"+control.ID); err != nil {
-		t.Fatalf("the control endpoint's consumer: %v", err)
+	if h, err := ts.Dispatcher.Holds(ctx, pid, control.ID); err != nil || !h.Consumer {
+		t.Fatalf("the control endpoint's consumer: %+v %v", h, err)
 	}
 	doomedRc.verifyAll(t, doomed.Secret)
 	controlRc.verifyAll(t, control.Secret)
@@ -679,7 +663,7 @@ func TestWebhookTestDelivery(t *testing.T) {
 		t.Fatalf("attempt log after a test: %+v", log)
 	}
 	// The test event is not in the ledger, so not on the feed.
-	recs, _, err := ts.ledger.Read(context.Background(), ts.ledger.Subjects().All(), 0, 10000)
+	recs, _, err := ts.Ledger.Read(context.Background(), ts.Ledger.Subjects().All(), 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -730,13 +714,13 @@ func TestWebhookTestDelivery(t *testing.T) {
 // JetStream and not in either process.
 func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
 	schedule := withRetrySchedule(repeatWait(60, 150*time.Millisecond)...)
-	a := startStack(t, schedule, func(c *stackConfig) { c.Ledger.NATSListen = "127.0.0.1:0" })
+	a := startStack(t, schedule, func(c *stack.Config) { c.Ledger.NATSListen = "127.0.0.1:0" })
 	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startStack(t, schedule, func(c *stackConfig) {
-		c.Ledger.NATSURL, c.MasterKey = a.ledger.ClientURL(), strings.TrimSpace(string(key))
+	b := startStack(t, schedule, func(c *stack.Config) {
+		c.Ledger.NATSURL, c.MasterKey = a.Ledger.ClientURL(), strings.TrimSpace(string(key))
 	})
 	c, pid := a.partner(t)
 	var up atomic.Bool
@@ -749,7 +733,7 @@ func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
 	ep := createEndpoint(t, c, rc.URL)
 	var ids []string
 	for range 40 {
-		_, id, _ := appendEnrollment(t, a.ledger, pid)
+		_, id, _ := appendEnrollment(t, a.Ledger, pid)
 		ids = append(ids, id)
 	}
 	attemptsBy := func(ts *testStack) int { return strings.Count(ts.Logs.String(), `"message":"webhook attempt"`) }

@@ -32,7 +32,7 @@ func completeFlow(ctx context.Context, start string) error {
 		}
 		form := pickForm(doc)
 		if form == nil {
-			if hasRefresh(doc) { // waiting for identity verification
+			if isWaitPage(doc) { // waiting for identity verification
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
@@ -139,13 +139,9 @@ func hasInputNamed(doc *html.Node, name string) bool {
 	return false
 }
 
-func hasRefresh(doc *html.Node) bool {
-	for _, m := range findAll(doc, "meta") {
-		if strings.EqualFold(attr(m, "http-equiv"), "refresh") {
-			return true
-		}
-	}
-	return false
+// isWaitPage recognises the identity-wait pages by their "Check again" link.
+func isWaitPage(doc *html.Node) bool {
+	return findByID(doc, "check-again") != nil
 }
 
 func heading(doc *html.Node) string {

@@ -50,6 +50,9 @@ func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
 	s := openSession(t, c, church, "+12025550100", "pct", "2", "https://partner.example/back")
 	d := newDonorBrowser(t, s.URL, nil)
 	d.open("").expect(t, http.StatusOK, "Confirm it's you")
+	if strings.Contains(d.page.Body, "sandbox-note") || strings.Contains(d.page.Body, "000000") {
+		t.Fatalf("the production code page shows the sandbox hint: %s", d.page.Body)
+	}
 	d.submit("code", nil)
 	if p := d.submit("verify", url.Values{"code": {"000000"}}); !strings.Contains(p.Body, "That code is not right.") {
 		t.Fatalf("the sandbox code worked in production: %s", p.Body)

@@ -94,9 +94,7 @@ func TestFlowIdentityScreens(t *testing.T) {
 	verifiedDonor(t, d)
 	p := d.page
 	p.expect(t, http.StatusOK, "We're reviewing your details")
-	if !strings.Contains(p.Body, `<meta http-equiv="refresh" content="30">`) {
-		t.Fatalf("the review page refreshes itself: %s", p.Body)
-	}
+	checkWaitPage(t, p, 30)
 	if waitSessionStatus(t, c, review.ID, "open").Status != "open" {
 		t.Fatal("a session in review stays open")
 	}
@@ -116,9 +114,7 @@ func TestFlowIdentityScreens(t *testing.T) {
 	d = newDonorBrowser(t, waiting.URL, nil)
 	verifiedDonor(t, d)
 	d.page.expect(t, http.StatusOK, "Checking your identity")
-	if !strings.Contains(d.page.Body, `<meta http-equiv="refresh" content="5">`) {
-		t.Fatalf("the waiting page refreshes itself: %s", d.page.Body)
-	}
+	checkWaitPage(t, d.page, 5)
 }
 
 func TestFlowExpiry(t *testing.T) {

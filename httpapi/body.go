@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/partnergiving/giving/domain"
@@ -18,17 +19,18 @@ const MaxBody = 1 << 20
 
 // readBody reads the whole request body, refusing more than MaxBody and
 // anything but JSON. An empty body is allowed for routes that take none.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *domain.Problem) {
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, &domain.ProblemPayloadTooLarge
+		return nil, domain.ProblemPayloadTooLarge.New("%s.", domain.ProblemPayloadTooLarge.Title)
 	}
 	if err != nil {
-		return nil, &domain.ProblemMalformedJSON
+		return nil, domain.ProblemMalformedJSON.New("%s.", domain.ProblemMalformedJSON.Title)
 	}
-	if len(body) > 0 && !isJSON(r.Header.Get("Content-Type")) {
-		return nil, &domain.ProblemUnsupportedMedia
+	if ct := r.Header.Get("Content-Type"); len(body) > 0 && !isJSON(ct) {
+		return nil, domain.ProblemUnsupportedMedia.New(
+			"Send the body as JSON with Content-Type: application/json; got %s.", describeContentType(ct))
 	}
 	return body, nil
 }
@@ -38,8 +40,23 @@ func isJSON(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
+// describeContentType names the media type a refused request was sent with,
+// for the 415's detail. Only a parsed media type (tokens, lower case) is
+// echoed, never the raw header.
+func describeContentType(contentType string) string {
+	if strings.TrimSpace(contentType) == "" {
+		return "no Content-Type"
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || len(mt) > 100 {
+		return "a Content-Type that is not a media type"
+	}
+	return mt
+}
+
 // decodeJSON decodes the (already size-checked) body into v strictly: one
-// JSON object, no unknown fields, every field of the right type.
+// JSON object, no unknown fields, every field of the right type. Every
+// unknown field and every field of the wrong type is reported, together.
 func decodeJSON(r *http.Request, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -52,10 +69,11 @@ func decodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return domain.ProblemMalformedJSON.New("The request body is empty; a JSON object is required.")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
+	dec := strictDecoder(body)
 	if err := dec.Decode(v); err != nil {
+		if fields := memberErrors(body, v); len(fields) > 0 {
+			return (&domain.Validation{Fields: fields}).Err()
+		}
 		return jsonError(err)
 	}
 	if dec.More() {
@@ -65,6 +83,59 @@ func decodeStrict(body []byte, v any) error {
 		return domain.ProblemMalformedJSON.New("The body has trailing data after the JSON value.")
 	}
 	return nil
+}
+
+// memberErrors lists what is wrong with each member of body, a JSON object
+// that failed to decode into v: the decoder reports only the first unknown
+// field or wrong type, so each member is decoded again on its own, by the
+// same rules, into a fresh value of v's type. It returns nil unless every
+// failure is one of a named field, leaving the body's other faults (syntax,
+// not an object) to jsonError.
+func memberErrors(body []byte, v any) []domain.FieldError {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var out []domain.FieldError
+	seen := map[domain.FieldError]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, isKey := tok.(string)
+		var value json.RawMessage
+		if err != nil || !isKey || dec.Decode(&value) != nil {
+			return nil
+		}
+		name, _ := json.Marshal(key)
+		member := append(append(append(append([]byte{'{'}, name...), ':'), value...), '}')
+		err = strictDecoder(member).Decode(reflect.New(t.Elem()).Interface())
+		if err == nil {
+			continue
+		}
+		var de *domain.Error
+		if !errors.As(jsonError(err), &de) || len(de.Fields) == 0 {
+			return nil
+		}
+		for _, f := range de.Fields {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// strictDecoder reads JSON the one way request bodies are read: unknown
+// fields refused, numbers kept as written.
+func strictDecoder(data []byte) *json.Decoder {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	return dec
 }
 
 // jsonError turns a decoding failure into a problem that names the field

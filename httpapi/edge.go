@@ -57,9 +57,9 @@ var vendorRoutes = []vendorRoute{
 // edge serves one vendor kind's webhooks.
 func (s *Server) edge(v vendorRoute) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, p := readBody(w, r)
-		if p != nil {
-			writeProblem(w, r, *p, "", nil)
+		body, err := readBody(w, r)
+		if err != nil {
+			writeError(w, r, err)
 			return
 		}
 		if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), v.secret(s), body, time.Now()); err != nil {

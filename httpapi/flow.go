@@ -56,14 +56,22 @@ func (s *Server) flowRoutes(r *mux.Router) {
 	r.PathPrefix("/flow/").Handler(flowHeaders(http.HandlerFunc(s.flowUnknown)))
 }
 
-// flowHeaders sets the flow's security headers on every answer: a strict
-// Content-Security-Policy (no script at all, styles and images only from
-// here, forms only to here, never framed), no referrer (the url holds the
-// session's secret token), and no caching.
+// The flow's Content-Security-Policy: no script, styles and images only
+// from here, forms only to here, never framed. The two identity-wait pages
+// alone may also run a script from here (wait.js, embedded) and fetch from
+// here, so that they can check again by themselves; they work without it.
+const (
+	flowCSP     = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	flowWaitCSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+// flowHeaders sets the flow's security headers on every answer: the strict
+// Content-Security-Policy, no referrer (the url holds the session's secret
+// token), and no caching.
 func flowHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", flowCSP)
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-store")

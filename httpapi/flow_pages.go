@@ -36,7 +36,7 @@ type flowView struct {
 	Church    string
 	Gift      string // the amount in words
 	Error     *flowError
-	Refresh   int // seconds until the page reloads itself, 0 for never
+	Poll      int // identity-wait pages: seconds before their script first checks again; 0 elsewhere (no script)
 	ReturnURL string
 	RequestID string
 
@@ -123,6 +123,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			return
 		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
+		v.Sandbox = s.app.Env() == domain.Sandbox
 		v.PhoneEnd = ending
 		v.CodeSent = sess.CodeSentAt != nil
 		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
@@ -140,9 +141,9 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {
-			v.Page, v.Title, v.Refresh = "review", "We're reviewing your details", 30
+			v.Page, v.Title, v.Poll = "review", "We're reviewing your details", 30
 		} else {
-			v.Page, v.Title, v.Refresh = "checking", "Checking your identity", 5
+			v.Page, v.Title, v.Poll = "checking", "Checking your identity", 5
 		}
 	case domain.StepPayroll:
 		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
@@ -248,6 +249,9 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 			panic("httpapi: flow trouble page: " + err.Error())
 		}
 	}
+	if v.Poll > 0 {
+		w.Header().Set("Content-Security-Policy", flowWaitCSP)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(v.Status)
 	_, _ = w.Write(buf.Bytes())
@@ -264,7 +268,7 @@ type flowAsset struct {
 }
 
 func loadFlowAssets() map[string]flowAsset {
-	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8"}
 	out := map[string]flowAsset{}
 	for ext, ct := range types {
 		names, _ := fs.Glob(flowUI, "flowui/*"+ext)

@@ -54,9 +54,9 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeProblem(w, r, domain.ProblemIdempotencyKeyInvalid, "Idempotency-Key must be sent once, as 1 to 255 visible ASCII characters (0x21 to 0x7E).", nil)
 			return
 		}
-		body, p := readBody(w, r)
-		if p != nil {
-			writeProblem(w, r, *p, "", nil)
+		body, err := readBody(w, r)
+		if err != nil {
+			writeError(w, r, err)
 			return
 		}
 		fp := s.fingerprint(r, body)

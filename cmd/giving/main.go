@@ -6,6 +6,7 @@
 //	giving replay                     rebuild the projections from the ledger
 //	giving certify --base-url --api-key   run the certification sequence against a sandbox
 //	giving donors forget dn_...       erase a donor's phone for good
+//	giving bench                      measure the service against the disk's limit
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -56,6 +57,7 @@ commands:
   replay             rebuild the projections from the ledger
   certify            run the certification sequence against a sandbox
   donors forget      erase a donor's phone number for good
+  bench              measure the service against the disk's raw limit
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSub(ctx, "donors", rest, stdout, stderr, map[string]subcommand{"forget": runDonorsForget})
 	case "certify":
 		return runCertify(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

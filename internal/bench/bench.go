@@ -1,0 +1,180 @@
+// Package bench measures the service against the disk's own limit, in one
+// run: the raw synced publish rate of an embedded JetStream with the
+// service's settings (the limit), then the service over real HTTP on
+// loopback, then the limit again (machines drift; the mean is used). Every
+// figure is reported with its ratio to the limit, so it carries from one
+// machine to another. "giving bench" runs it.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/httpapi"
+	"github.com/partnergiving/giving/internal/stack"
+)
+
+// Options configure a run.
+type Options struct {
+	// Dir is where fresh data directories are made (a temporary directory
+	// when empty); everything made is removed afterwards.
+	Dir string
+	// Duration is how long each measurement runs.
+	Duration time.Duration
+	// Clients is the number of concurrent clients (and raw publishers).
+	Clients int
+	// Size is the raw limit's message size in bytes.
+	Size int
+	// Progress hears what the run is doing.
+	Progress io.Writer
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Date    time.Time   `json:"date"`
+	Limit   LimitReport `json:"limit"`
+	Service []Workload  `json:"service"`
+	Notes   []string    `json:"notes,omitempty"`
+	opts    Options
+}
+
+// LimitReport is the raw limit, measured before and after the service.
+type LimitReport struct {
+	Before Measure `json:"before"`
+	After  Measure `json:"after"`
+	// Rate is the mean of both, what ratios are taken against.
+	Rate float64 `json:"rate"`
+	P99  float64 `json:"p99_ms"`
+}
+
+// Measure is a rate and its latencies.
+type Measure struct {
+	Requests int     `json:"requests"`
+	Errors   int     `json:"errors"`
+	Rate     float64 `json:"rate"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	// FirstError shows the first failed request, if any.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// Workload is one service measurement.
+type Workload struct {
+	Name    string `json:"name"`
+	Clients int    `json:"clients"`
+	Keys    int    `json:"keys"`
+	Measure
+	// SyncedWrites is the synced writes stored per request, counted from
+	// the streams' sequences.
+	SyncedWrites float64 `json:"synced_writes_per_request"`
+	// Ratio is Rate over the limit's rate.
+	Ratio float64 `json:"ratio"`
+	// P99Ratio is P99 over the limit's p99.
+	P99Ratio float64 `json:"p99_ratio"`
+}
+
+// Run measures the limit, the service's write path, and the limit again.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Clients <= 0 {
+		o.Clients = 16
+	}
+	if o.Size <= 0 {
+		o.Size = 500
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	dir, err := os.MkdirTemp(o.Dir, "giving-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	r := &Report{Date: time.Now().UTC(), opts: o}
+	if r.Limit.Before, err = r.limit(ctx, dir); err != nil {
+		return nil, err
+	}
+	if err := r.writePath(ctx, dir); err != nil {
+		return nil, err
+	}
+	if r.Limit.After, err = r.limit(ctx, dir); err != nil {
+		return nil, err
+	}
+	r.Limit.Rate = (r.Limit.Before.Rate + r.Limit.After.Rate) / 2
+	r.Limit.P99 = (r.Limit.Before.P99 + r.Limit.After.P99) / 2
+	for i := range r.Service {
+		w := &r.Service[i]
+		w.Ratio = w.Rate / r.Limit.Rate
+		w.P99Ratio = w.P99 / r.Limit.P99
+	}
+	return r, nil
+}
+
+func (r *Report) progress(format string, args ...any) {
+	fmt.Fprintf(r.opts.Progress, format+"\n", args...)
+}
+
+func (r *Report) limit(ctx context.Context, dir string) (Measure, error) {
+	r.progress("raw limit: %d synced publishers, %d B, %s", r.opts.Clients, r.opts.Size, r.opts.Duration)
+	raw, err := eventlog.MeasureRawLimit(ctx, dir, r.opts.Clients, r.opts.Size, r.opts.Duration)
+	if err != nil {
+		return Measure{}, fmt.Errorf("raw limit: %w", err)
+	}
+	r.progress("  %s", raw)
+	return Measure{Requests: raw.Messages, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}, nil
+}
+
+// service is one instance serving HTTP on loopback for a run.
+type service struct {
+	st   *stack.Stack
+	srv  *http.Server
+	base string
+}
+
+func startService(ctx context.Context, dir string) (*service, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	base := "http://" + ln.Addr().String()
+	st, err := stack.Open(ctx, stack.Config{
+		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir},
+		PublicURL: base,
+		// The limiter is measured, not the budget: no request is refused.
+		RateLimit: httpapi.RateLimit{PerSecond: 1_000_000, Burst: 1_000_000},
+		Log:       zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger(),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := st.Start(ctx); err != nil {
+		st.Close()
+		ln.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: st.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &service{st: st, srv: srv, base: base}, nil
+}
+
+func (s *service) close() {
+	s.st.API.EndLongPolls()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	s.st.Close()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/ksuid"
+)
+
+// tenant is one partner's API key and a church of it.
+type tenant struct {
+	key    string
+	church string
+}
+
+// request builds one request of a workload: path and JSON body.
+type request func(t tenant, n int) (string, any)
+
+var workloads = []struct {
+	name string
+	req  request
+}{
+	{"POST /v1/donor_sessions", func(t tenant, n int) (string, any) {
+		return "/v1/donor_sessions", map[string]any{
+			"church_id": t.church, "donor_phone": phone(n), "mode": "pct", "value": 3, "redirect_url": "https://localhost/done",
+		}
+	}},
+	{"POST /v1/churches/import (1 row)", func(t tenant, n int) (string, any) {
+		return "/v1/churches/import", map[string]any{"churches": []map[string]string{{"name": fmt.Sprintf("Bench church %d", n)}}}
+	}},
+	{"POST /sandbox/simulate/deposit", func(t tenant, n int) (string, any) {
+		return "/sandbox/simulate/deposit", map[string]any{"church_id": t.church, "account_ref": "acct_bench", "amount": json.Number(fmt.Sprintf("%d.%02d", 1+n%500, n%100))}
+	}},
+}
+
+// phone is a distinct valid US number per n, so every session is a new donor.
+func phone(n int) string {
+	areas := []int{212, 312, 415, 617, 646}
+	return fmt.Sprintf("+1%d%03d%04d", areas[n%len(areas)], 200+(n/10000)%800, n%10000)
+}
+
+// writePath measures each workload with all clients on one key, then on one
+// key each, on one fresh instance.
+func (r *Report) writePath(ctx context.Context, dir string) error {
+	r.progress("service: starting a fresh instance")
+	svc, err := startService(ctx, filepath.Join(dir, "service"))
+	if err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	defer svc.close()
+	tenants, err := svc.tenants(ctx, r.opts.Clients)
+	if err != nil {
+		return fmt.Errorf("service set-up: %w", err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * r.opts.Clients}, Timeout: 30 * time.Second}
+	seq := &atomic.Int64{}
+	for _, wl := range workloads {
+		for _, keys := range []int{1, r.opts.Clients} {
+			r.progress("service: %s, %d clients on %d key(s), %s", wl.name, r.opts.Clients, keys, r.opts.Duration)
+			before, err := svc.st.Ledger.SyncedWrites(ctx)
+			if err != nil {
+				return err
+			}
+			m := drive(ctx, client, svc.base, tenants[:keys], r.opts.Clients, r.opts.Duration, wl.req, seq)
+			after, err := svc.st.Ledger.SyncedWrites(ctx)
+			if err != nil {
+				return err
+			}
+			w := Workload{Name: wl.name, Clients: r.opts.Clients, Keys: keys, Measure: m}
+			if m.Requests > 0 {
+				w.SyncedWrites = float64(after-before) / float64(m.Requests)
+			}
+			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, m.Errors)
+			r.Service = append(r.Service, w)
+		}
+	}
+	return nil
+}
+
+// tenants onboards n partners, each with a key and a church.
+func (s *service) tenants(ctx context.Context, n int) ([]tenant, error) {
+	out := make([]tenant, n)
+	for i := range out {
+		_, key, err := s.st.Operators.CreatePartner(ctx, fmt.Sprintf("Bench partner %d", i), []string{"https://localhost"})
+		if err != nil {
+			return nil, err
+		}
+		out[i].key = key.Secret
+	}
+	if err := s.st.Projector.CatchUp(ctx); err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range out {
+		var res struct {
+			Results []struct {
+				Church struct {
+					ID string `json:"id"`
+				} `json:"church"`
+			} `json:"results"`
+		}
+		status, body, err := post(ctx, client, s.base, out[i].key, "/v1/churches/import", map[string]any{"churches": []map[string]string{{"name": "Bench Chapel"}}})
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("import answered %d: %s", status, body)
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &res)
+		}
+		if err != nil || len(res.Results) != 1 || res.Results[0].Church.ID == "" {
+			return nil, fmt.Errorf("church for tenant %d: %v %s", i, err, body)
+		}
+		out[i].church = res.Results[0].Church.ID
+	}
+	return out, nil
+}
+
+// drive runs clients concurrent loops of requests for d, client i using
+// tenant i mod len(tenants), and measures them.
+func drive(ctx context.Context, client *http.Client, base string, tenants []tenant, clients int, d time.Duration, req request, seq *atomic.Int64) Measure {
+	var (
+		mu     sync.Mutex
+		lats   []time.Duration
+		errs   int
+		wg     sync.WaitGroup
+		firstE string
+	)
+	start := time.Now()
+	end := start.Add(d)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := tenants[c%len(tenants)]
+			var mine []time.Duration
+			bad := 0
+			var badBody string
+			for time.Now().Before(end) && ctx.Err() == nil {
+				path, body := req(t, int(seq.Add(1)))
+				at := time.Now()
+				status, resp, err := post(ctx, client, base, t.key, path, body)
+				mine = append(mine, time.Since(at))
+				if err != nil || status/100 != 2 {
+					bad++
+					if badBody == "" {
+						badBody = fmt.Sprintf("%d %v %.200s", status, err, resp)
+					}
+				}
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			errs += bad
+			if firstE == "" {
+				firstE = badBody
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(lats)
+	m := Measure{Requests: len(lats), Errors: errs, Rate: float64(len(lats)) / elapsed.Seconds()}
+	if len(lats) > 0 {
+		m.P50, m.P99 = ms(lats[len(lats)/2]), ms(lats[len(lats)*99/100])
+	}
+	m.FirstError = firstE
+	return m
+}
+
+// post sends one partner request with a fresh Idempotency-Key.
+func post(ctx context.Context, client *http.Client, base, key, path string, body any) (int, []byte, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(data))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "bench-"+ksuid.New().String()+fmt.Sprint(rand.Uint32()))
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}

@@ -3,21 +3,22 @@ package app
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
-// The event feed reads a partner's public events straight from the ledger,
-// oldest first. A position is the stream sequence of the last event a page
-// held, so it stays valid across restarts, projection rebuilds and
-// instances. Partner and type are filtered on ledger subjects, which the
-// JetStream server indexes, and each item is the event's stored envelope,
-// byte for byte what a webhook carries.
+// The event feed reads a partner's public events, oldest first, from the
+// projections' feed table (projections.Store.Feed), so a page costs what it
+// returns however long the ledger is. A position is the ledger sequence of
+// the last event a page held, so it stays valid across restarts, projection
+// rebuilds and instances, and each item is the event's stored envelope, byte
+// for byte what a webhook carries. The feed shows an event once this
+// instance's projector has applied it: a read first waits (briefly; the
+// projector trails appends by milliseconds) until the projections hold
+// everything the ledger held when the read began, so a page is as complete
+// as a read of the ledger itself, whichever instance made the writes.
 
 // FeedQuery asks for one page of the feed.
 type FeedQuery struct {
@@ -56,25 +57,23 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 		defer t.Stop()
 		timeout = t.C
 	}
-	for first := true; ; first = false {
+	if err := s.checkFeedPosition(ctx, q.After); err != nil {
+		return FeedPage{}, err
+	}
+	for {
 		// Take the channel before reading, so an event applied between the
 		// read and the wait still wakes this request.
 		changed := s.store.Changed()
-		recs, more, err := s.readFeed(ctx, partner, q)
+		items, more, err := s.store.Feed(partner, q.Types, q.After, q.Limit)
 		if err != nil {
-			return FeedPage{}, err
+			return FeedPage{}, fmt.Errorf("feed of %s after %d: %w", partner, q.After, err)
 		}
-		if len(recs) > 0 {
-			page := FeedPage{Events: make([][]byte, len(recs)), Next: recs[len(recs)-1].Seq, More: more}
-			for i, r := range recs {
-				page.Events[i] = r.Data
+		if len(items) > 0 {
+			page := FeedPage{Events: make([][]byte, len(items)), Next: items[len(items)-1].Seq, More: more}
+			for i, it := range items {
+				page.Events[i] = it.Data
 			}
 			return page, nil
-		}
-		if first && q.After > 0 {
-			if err := s.checkFeedPosition(ctx, q.After); err != nil {
-				return FeedPage{}, err
-			}
 		}
 		empty := FeedPage{Next: q.After}
 		if timeout == nil {
@@ -92,6 +91,8 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 	}
 }
 
+// checkFeedPosition refuses a position past the end of the ledger, and
+// waits until the projections hold everything the ledger holds now.
 func (s *Service) checkFeedPosition(ctx context.Context, after uint64) error {
 	last, err := s.ledger.LastSeq(ctx)
 	if err != nil {
@@ -100,60 +101,7 @@ func (s *Service) checkFeedPosition(ctx context.Context, after uint64) error {
 	if after > last {
 		return ErrFeedPosition
 	}
-	return nil
-}
-
-// readFeed returns up to q.Limit of the partner's public events after
-// q.After, oldest first, and whether more exist. Several types are read one
-// subject filter each, limit+1 events apiece, and merged by sequence, so the
-// cost follows the page whatever the other types hold.
-func (s *Service) readFeed(ctx context.Context, partner string, q FeedQuery) ([]eventlog.Record, bool, error) {
-	subjects := s.ledger.Subjects()
-	filters := []string{subjects.Public(partner, "")}
-	if len(q.Types) > 0 {
-		filters = filters[:0]
-		for _, t := range q.Types {
-			filters = append(filters, subjects.Public(partner, t))
-		}
-	}
-	var recs []eventlog.Record
-	more := false
-	// bound is the highest sequence up to which every filter's answer is
-	// complete. A filter whose answer stopped short (the page was full, or
-	// the server capped the batch's size) knows nothing beyond its last
-	// event, and merging past that point could skip one of its events.
-	bound := uint64(math.MaxUint64)
-	for _, f := range filters {
-		page, pending, err := s.ledger.Read(ctx, f, q.After, q.Limit+1)
-		if err != nil {
-			return nil, false, fmt.Errorf("feed %s after %d: %w", f, q.After, err)
-		}
-		recs = append(recs, page...)
-		if pending > 0 || len(page) > q.Limit {
-			more = true
-			last := q.After
-			if len(page) > 0 {
-				last = page[len(page)-1].Seq
-			}
-			bound = min(bound, last)
-		}
-	}
-	if len(filters) > 1 {
-		sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
-	}
-	n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > bound })
-	if n > q.Limit {
-		n, more = q.Limit, true
-	}
-	recs = recs[:n]
-	for _, rec := range recs {
-		// The subject filter guarantees this; a breach must fail loudly
-		// rather than show one partner another's or an internal event.
-		if rec.Partner != partner || !rec.Public {
-			return nil, false, fmt.Errorf("feed of %s: filter matched %s", partner, rec.Subject)
-		}
-	}
-	return recs, more, nil
+	return s.waitApplied(ctx, last)
 }
 
 // longPolls lets a shutdown end waiting feed requests at once, instead of

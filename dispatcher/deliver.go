@@ -79,6 +79,12 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	for id, pu := range d.pushers {
+		if _, keep := want[id]; !keep {
+			pu.stop()
+			delete(d.pushers, id)
+		}
+	}
 	var start []projections.WebhookEndpoint
 	for id, ep := range want {
 		if _, ok := d.workers[id]; !ok {
@@ -180,77 +186,111 @@ func (d *Dispatcher) take(ctx context.Context, m eventlog.Job) {
 	}
 	go func() {
 		defer d.jobs.Done()
-		if !d.acquire(ctx, m) {
+		pu := d.pusherOf(ctx, j.Endpoint)
+		if pu == nil || !d.acquire(ctx, m, pu) {
 			d.requeue(m, j)
 			return
 		}
-		defer func() { <-d.inFlight }()
+		defer func() { <-d.inFlight; pu.release() }()
 		d.deliver(ctx, m, j)
 	}()
 }
 
-// acquire takes one of this instance's attempt slots, telling the server the
-// job is still being worked on while it waits.
-func (d *Dispatcher) acquire(ctx context.Context, m eventlog.Job) bool {
-	select {
-	case d.inFlight <- struct{}{}:
-		return true
-	default:
-	}
+// acquire takes one of this instance's attempt slots and one of the
+// endpoint's (shared with its pushed attempts), telling the server the job
+// is still being worked on while it waits.
+func (d *Dispatcher) acquire(ctx context.Context, m eventlog.Job, pu *pusher) bool {
 	tick := time.NewTicker(d.ackWait() / 3)
 	defer tick.Stop()
-	for {
+	for _, slots := range []chan struct{}{d.inFlight, pu.slots} {
 		select {
-		case d.inFlight <- struct{}{}:
-			return true
-		case <-tick.C:
-			m.InProgress()
-		case <-ctx.Done():
-			return false
+		case slots <- struct{}{}:
+			continue
+		default:
+		}
+	wait:
+		for {
+			select {
+			case slots <- struct{}{}:
+				break wait
+			case <-tick.C:
+				m.InProgress()
+			case <-ctx.Done():
+				if slots == pu.slots {
+					<-d.inFlight
+				}
+				return false
+			}
 		}
 	}
+	return true
 }
 
-// deliver makes one attempt of a job and settles it: acknowledged on
-// success, on exhaustion, or once its retry is scheduled.
+// deliver makes one attempt of a job from the delivery queue (a spilled
+// first attempt or a due retry) and settles it: acknowledged on success, on
+// exhaustion, or once its retry is scheduled.
 func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
-	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
-	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
-	if err != nil {
-		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
-		m.Retry(time.Second)
-		return
-	}
-	if !ok {
-		m.Ack() // deleted: no further deliveries, retries included
-		return
-	}
 	rec, err := d.ledger.Get(ctx, j.Seq)
 	if err != nil {
 		if ctx.Err() != nil {
 			d.requeue(m, j)
 			return
 		}
-		log.Error().Err(err).Msg("webhook delivery: event not readable; will retry")
+		d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook delivery: event not readable; will retry")
 		m.Retry(5 * time.Second)
 		return
 	}
 	if rec.Partner != j.Partner || !rec.Public {
-		log.Error().Uint64("seq", j.Seq).Msg("webhook job points at another partner's or an internal event; dropped")
+		d.log.Error().Uint64("seq", j.Seq).Str("endpoint_id", j.Endpoint).Msg("webhook job points at another partner's or an internal event; dropped")
 		m.Drop()
 		return
+	}
+	switch v, wait := d.attempt(ctx, j, rec.Data); v {
+	case settled:
+		m.Ack()
+	case interrupted:
+		d.requeue(m, j)
+	default:
+		m.Retry(wait)
+	}
+}
+
+// verdict is how an attempt left its job.
+type verdict int
+
+const (
+	// settled: delivered, exhausted, retry scheduled, or the endpoint is
+	// gone; nothing more to do with this copy of the job.
+	settled verdict = iota
+	// later: the job must be tried again after the returned wait.
+	later
+	// interrupted: the instance is stopping; it was not an attempt.
+	interrupted
+)
+
+// attempt makes one attempt of j with the event's stored bytes, records it
+// in the attempt log, and schedules the next attempt after a failure. Real
+// deliveries, whether pushed at once or taken from the queue, all go
+// through it.
+func (d *Dispatcher) attempt(ctx context.Context, j job, data []byte) (verdict, time.Duration) {
+	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
+	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
+	if err != nil {
+		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
+		return later, time.Second
+	}
+	if !ok {
+		return settled, 0 // deleted: no further deliveries, retries included
 	}
 	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
-		m.Retry(time.Minute)
-		return
+		return later, time.Minute
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, string(secret), rec.Data)
+	res := d.sender.send(ctx, ep.URL, string(secret), data)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
-		d.requeue(m, j) // interrupted by shutdown: not an attempt
-		return
+		return interrupted, 0
 	}
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
 	log.Debug().Str("outcome", string(res.outcome)).Int("status", res.status).Dur("duration", res.duration).Msg("webhook attempt")
@@ -262,15 +302,14 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 			next := time.Now().Add(nextWait(d.cfg.Schedule, j.Attempt, d.cfg.Jitter, res.retryAfter, d.cfg.MaxRetryAfter))
 			attempt.NextAttemptAt = &next
 			if err := d.scheduleRetry(ctx, j, next); err != nil {
-				log.Error().Err(err).Msg("webhook retry not scheduled; redelivering the job instead")
+				log.Error().Err(err).Msg("webhook retry not scheduled; trying the job again instead")
 				d.record(ctx, j.Partner, attempt)
-				m.Retry(time.Until(next))
-				return
+				return later, time.Until(next)
 			}
 		}
 	}
 	d.record(ctx, j.Partner, attempt)
-	m.Ack()
+	return settled, 0
 }
 
 // scheduleRetry stores the next attempt as a scheduled message that the

@@ -86,12 +86,18 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
+	pushers map[string]*pusher
 	closing bool
 	jobs    sync.WaitGroup
 }
 
 // fanoutConsumer is the durable name every instance shares on the ledger.
 const fanoutConsumer = "webhook_fanout"
+
+// fanOutMaxOut bounds the events being delivered at once, across every
+// instance. A hanging endpoint holds at most its pusher's slots and backlog
+// of them, so many hanging endpoints are needed before healthy ones wait.
+const fanOutMaxOut = 16384
 
 // New sets up the delivery queue and the fan-out consumer. It delivers
 // nothing until Run.
@@ -102,7 +108,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
 		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g,
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
-		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{},
+		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
 	}
 	if err := disp.setup(ctx); err != nil {
 		return nil, err
@@ -121,7 +127,13 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 	if d.queue, err = d.ledger.OpenDeliveryQueue(ctx, max(7*24*time.Hour, 2*span)); err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
-	d.fanout, err = d.ledger.OpenSharedReader(ctx, fanoutConsumer, "Fans partner events out to webhook delivery jobs.", func(err error) {
+	d.fanout, err = d.ledger.OpenSharedReader(ctx, eventlog.SharedReaderConfig{
+		Name: fanoutConsumer, Description: "Fans partner events out to webhook deliveries.",
+		// A pushed first attempt may wait behind its pusher's backlog, then
+		// run: the event stays out that long at most.
+		Hold:   time.Duration(pushBacklog+1)*d.cfg.Timeout + 30*time.Second,
+		MaxOut: fanOutMaxOut,
+	}, func(err error) {
 		d.log.Error().Err(err).Msg("webhook fan-out: unreadable ledger message")
 	})
 	if err != nil {

@@ -53,50 +53,88 @@ func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
 	return fmt.Errorf("fan-out: %w", err)
 }
 
-// fanOutRound enqueues the jobs of a batch of events, waits until the queue
-// has stored them all, then acknowledges the events. If any job was not
-// stored, the whole batch is redelivered; the jobs' dedup ids make the
-// second round store only what the first did not.
+// retryFanOut is how soon an event whose jobs could not all be settled is
+// handed out again.
+const retryFanOut = time.Second
+
+// fanOutRound turns a batch of events into first attempts. It first waits
+// until the local projections have applied the batch, so they know every
+// endpoint created or deleted before each event (no lookup in the ledger),
+// then pushes each job to its endpoint's pusher, or spills it to the
+// delivery queue when the pusher is full. It never waits for an attempt:
+// each event is acknowledged by its settlement once all its jobs are
+// settled.
 func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
-	var jobs []eventlog.Enqueued
-	var failed error
-	known := map[string][]projections.WebhookEndpoint{}
-	for _, m := range batch {
-		js, err := d.enqueue(ctx, m.Record, known)
-		jobs = append(jobs, js...)
-		if err != nil {
-			failed = err
-			break
+	wctx, cancel := context.WithTimeout(ctx, projectionWait)
+	err := d.store.WaitFor(wctx, batch[len(batch)-1].Record.Seq)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Error().Err(err).Msg("webhook fan-out: projections lag; will retry")
 		}
+		for _, m := range batch {
+			m.Retry(retryFanOut)
+		}
+		return
 	}
-	if failed == nil {
-		failed = eventlog.Stored(ctx, jobs, enqueueWait)
-	}
+	known := map[string][]projections.WebhookEndpoint{}
+	var spills []spill
 	for _, m := range batch {
-		if failed != nil {
-			m.Retry(time.Second)
+		jobs, err := d.jobsOf(m.Record, known)
+		if err != nil {
+			d.log.Error().Err(err).Uint64("seq", m.Record.Seq).Msg("webhook fan-out: event unreadable; dropped")
+			m.Drop()
 			continue
 		}
-		m.Ack()
+		if len(jobs) == 0 {
+			m.Ack()
+			continue
+		}
+		s := newSettlement(m, len(jobs))
+		for _, j := range jobs {
+			if d.push(ctx, pushed{j: j, data: m.Record.Data, done: s.done}) {
+				continue
+			}
+			sp, err := d.enqueue(j)
+			if err != nil {
+				d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Msg("webhook fan-out: not enqueued; will retry")
+				s.done(false)
+				continue
+			}
+			sp.done = s.done
+			spills = append(spills, sp)
+		}
 	}
-	if failed != nil && ctx.Err() == nil {
-		d.log.Error().Err(failed).Msg("webhook fan-out failed; will retry")
+	if len(spills) > 0 {
+		go d.settleSpills(ctx, spills)
 	}
 }
 
-// enqueue publishes one job per endpoint of the event's partner that
-// subscribes to its type and existed before it.
-func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]eventlog.Enqueued, error) {
+// spill is a first attempt stored in the delivery queue instead of pushed.
+type spill struct {
+	stored eventlog.Enqueued
+	done   func(ok bool)
+}
+
+func (d *Dispatcher) settleSpills(ctx context.Context, spills []spill) {
+	for _, sp := range spills {
+		sp.done(eventlog.Stored(ctx, []eventlog.Enqueued{sp.stored}, enqueueWait) == nil)
+	}
+}
+
+// jobsOf lists the first attempts of an event: one per endpoint of its
+// partner that subscribes to its type and existed before it.
+func (d *Dispatcher) jobsOf(rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]job, error) {
 	endpoints, ok := known[rec.Partner]
 	if !ok {
 		var err error
-		if endpoints, err = d.endpointsAt(ctx, rec); err != nil {
+		if endpoints, _, _, err = d.store.WebhookEndpoints(rec.Partner, nil, 0); err != nil {
 			return nil, err
 		}
 		known[rec.Partner] = endpoints
 	}
 	var eventID string
-	var jobs []eventlog.Enqueued
+	var jobs []job
 	for _, ep := range endpoints {
 		if ep.Seq >= rec.Seq || !ep.Subscribes(rec.Type) {
 			continue
@@ -104,36 +142,22 @@ func (d *Dispatcher) enqueue(ctx context.Context, rec eventlog.Record, known map
 		if eventID == "" {
 			ev, err := rec.Event()
 			if err != nil {
-				return jobs, err
+				return nil, err
 			}
 			eventID = ev.ID
 		}
-		data, _ := json.Marshal(job{Seq: rec.Seq, EventID: eventID, EventType: rec.Type, Partner: rec.Partner, Endpoint: ep.ID, Attempt: 1})
-		j, err := d.queue.Enqueue(rec.Partner, ep.ID, eventID+"/"+ep.ID, data)
-		if err != nil {
-			return jobs, fmt.Errorf("enqueue %s for %s: %w", eventID, ep.ID, err)
-		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, job{Seq: rec.Seq, EventID: eventID, EventType: rec.Type, Partner: rec.Partner, Endpoint: ep.ID, Attempt: 1})
 	}
 	return jobs, nil
 }
 
-// endpointsAt lists the partner's endpoints as they stood at the event. The
-// local projections must have applied the partner's endpoint changes up to
-// the event; usually they are long past the last one, so there is no wait,
-// and a burst of events is never held up by the projector.
-func (d *Dispatcher) endpointsAt(ctx context.Context, rec eventlog.Record) ([]projections.WebhookEndpoint, error) {
-	lastChange, err := d.ledger.LastOf(ctx, d.ledger.Subjects().Noun(rec.Partner, "webhook_endpoint"))
+// enqueue stores a first attempt in the endpoint's delivery queue, without
+// waiting; the dedup id makes a second fan-out of the event store nothing.
+func (d *Dispatcher) enqueue(j job) (spill, error) {
+	data, _ := json.Marshal(j)
+	e, err := d.queue.Enqueue(j.Partner, j.Endpoint, j.EventID+"/"+j.Endpoint, data)
 	if err != nil {
-		return nil, err
+		return spill{}, fmt.Errorf("enqueue %s for %s: %w", j.EventID, j.Endpoint, err)
 	}
-	if need := min(lastChange, rec.Seq); need > d.store.Applied() {
-		wctx, cancel := context.WithTimeout(ctx, projectionWait)
-		defer cancel()
-		if err := d.store.WaitFor(wctx, need); err != nil {
-			return nil, err
-		}
-	}
-	endpoints, _, _, err := d.store.WebhookEndpoints(rec.Partner, nil, 0)
-	return endpoints, err
+	return spill{stored: e}, nil
 }

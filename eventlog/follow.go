@@ -64,16 +64,29 @@ type SharedReader struct {
 	unreadable func(error)
 }
 
-// OpenSharedReader creates (or updates) the shared reader called name over
-// every partner's public events, from the first event on.
-func (l *Ledger) OpenSharedReader(ctx context.Context, name, description string, unreadable func(error)) (*SharedReader, error) {
+// SharedReaderConfig tunes a shared reader.
+type SharedReaderConfig struct {
+	Name, Description string
+	// Hold is how long an event handed out may go unsettled before it is
+	// handed out again (to any instance).
+	Hold time.Duration
+	// MaxOut bounds the events handed out and not yet settled, across every
+	// instance.
+	MaxOut int
+}
+
+// OpenSharedReader creates (or updates) a shared reader over every
+// partner's public events, from the first event on. unreadable hears of a
+// message that is not a ledger record.
+func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, unreadable func(error)) (*SharedReader, error) {
+	name := cfg.Name
 	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       name,
-		Description:   description,
+		Description:   cfg.Description,
 		FilterSubject: l.subjects.AllPublic(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxAckPending: 1024,
+		AckWait:       cfg.Hold,
+		MaxAckPending: cfg.MaxOut,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {

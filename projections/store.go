@@ -20,7 +20,16 @@ import (
 var (
 	bucketMeta = []byte("meta")
 	keyApplied = []byte("applied")
+	keySchema  = []byte("schema")
 )
+
+// Schema is the version of the read models' layout. A file written with an
+// older layout (say, before the feed table) is rebuilt from the ledger
+// before it serves; see Outdated.
+//
+//	1: the first layout (no schema key)
+//	2: the feed table
+const Schema = 2
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -65,6 +74,10 @@ func openBolt(path string) (*bolt.DB, error) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
+		}
+		if readApplied(tx) == 0 && tx.Bucket(bucketMeta).Get(keySchema) == nil {
+			// A new file is of the current layout.
+			return tx.Bucket(bucketMeta).Put(keySchema, u64(Schema))
 		}
 		return nil
 	})
@@ -192,6 +205,9 @@ func applyRecord(tx *bolt.Tx, rec eventlog.Record) error {
 	if err := indexMsgID(tx, rec); err != nil {
 		return err
 	}
+	if err := indexFeed(tx, rec); err != nil {
+		return err
+	}
 	for _, a := range appliers[rec.Type] {
 		if err := a(tx, rec, ev); err != nil {
 			return err
@@ -224,6 +240,25 @@ func bucket(name string) []byte {
 }
 
 func allBuckets() [][]byte { return append([][]byte{bucketMeta}, buckets...) }
+
+// Outdated reports whether the file was written with an older layout than
+// this build's, and must be rebuilt from the ledger before it serves.
+func (s *Store) Outdated() (bool, error) {
+	var schema uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		schema = readSchema(tx)
+		return nil
+	})
+	return schema < Schema, err
+}
+
+func readSchema(tx *bolt.Tx) uint64 {
+	v := tx.Bucket(bucketMeta).Get(keySchema)
+	if len(v) != 8 {
+		return 1
+	}
+	return binary.BigEndian.Uint64(v)
+}
 
 func readApplied(tx *bolt.Tx) uint64 {
 	b := tx.Bucket(bucketMeta)

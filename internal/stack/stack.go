@@ -87,6 +87,9 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Projector = projections.NewProjector(s.Store, s.Ledger, cfg.Log.With().Str("component", "projector").Logger())
+	if err := s.upgradeProjections(ctx); err != nil {
+		return nil, err
+	}
 	s.Operators = app.NewOperators(s.Ledger)
 	instance := cfg.Instance
 	if instance == "" {
@@ -160,6 +163,30 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, RateLimits: limits})
 	return err
+}
+
+// upgradeProjections rebuilds a projection file written with an older
+// layout (before the feed table, say) from the ledger, before anything
+// reads it. The ledger is untouched, so positions (feed cursors) stay valid.
+func (s *Stack) upgradeProjections(ctx context.Context) error {
+	outdated, err := s.Store.Outdated()
+	if err != nil || !outdated {
+		return err
+	}
+	log := s.Config.Log.With().Str("component", "projector").Logger()
+	log.Warn().Str("file", s.Store.Path()).Msg("the projection file has an older layout; rebuilding it from the ledger")
+	var last time.Time
+	err = s.Projector.Rebuild(ctx, func(applied, total uint64) {
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			log.Info().Uint64("applied", applied).Uint64("total", total).Msg("rebuilding projections")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("upgrade projections: %w", err)
+	}
+	log.Info().Uint64("applied", s.Store.Applied()).Msg("projection file rebuilt")
+	return nil
 }
 
 // ProjectionsPath is where an instance keeps its bbolt file.

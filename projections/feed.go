@@ -1,0 +1,122 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// The feed table: every partner's public events, in ledger order, as their
+// stored envelopes. It is what GET /v1/events reads, so a page costs what
+// it returns (a cursor seek and limit+1 keys) whatever the ledger's length
+// or the number of other partners; reading the same events from the ledger
+// makes the server step over every other partner's events and count
+// pending messages over every subject. The projector writes it in the same
+// transaction as the checkpoint, so a page never shows half of a batch, and
+// the position of an event in it is its ledger sequence: feed cursors are
+// the same before and after this table existed.
+var (
+	// bucketFeed holds "<partner>/<seq>" → the event's envelope.
+	bucketFeed = bucket("feed")
+	// bucketFeedTypes holds "<partner>/<type>/<seq>" → nothing: each type's
+	// events, for pages filtered by type.
+	bucketFeedTypes = bucket("feed_types")
+)
+
+func feedPrefix(partner string) []byte { return []byte(partner + "/") }
+
+func feedTypePrefix(partner, typ string) []byte { return []byte(partner + "/" + typ + "/") }
+
+func seqKey(prefix []byte, seq uint64) []byte {
+	k := make([]byte, len(prefix)+8)
+	copy(k, prefix)
+	binary.BigEndian.PutUint64(k[len(prefix):], seq)
+	return k
+}
+
+// indexFeed adds a public event to its partner's feed. The envelope goes in
+// as stored: never decoded and encoded again, so the feed carries the same
+// bytes as a webhook.
+func indexFeed(tx *bolt.Tx, rec eventlog.Record) error {
+	if !rec.Public {
+		return nil
+	}
+	if err := tx.Bucket(bucketFeed).Put(seqKey(feedPrefix(rec.Partner), rec.Seq), rec.Data); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketFeedTypes).Put(seqKey(feedTypePrefix(rec.Partner, rec.Type), rec.Seq), nil)
+}
+
+// FeedItem is one event of a partner's feed.
+type FeedItem struct {
+	Seq  uint64
+	Data []byte
+}
+
+// Feed returns up to limit of the partner's public events after sequence
+// after, oldest first, of the given types (every type when none), and
+// whether more follow. With several types, each type's index is walked for
+// limit+1 entries and the walks are merged, so the cost follows the page.
+func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([]FeedItem, bool, error) {
+	var (
+		out  []FeedItem
+		more bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		feed := tx.Bucket(bucketFeed)
+		var seqs []uint64
+		if len(types) == 0 {
+			seqs = walkSeqs(feed.Cursor(), feedPrefix(partner), after, limit+1)
+		} else {
+			seqs = mergeSeqs(tx.Bucket(bucketFeedTypes), partner, types, after, limit+1)
+		}
+		if len(seqs) > limit {
+			seqs, more = seqs[:limit], true
+		}
+		out = make([]FeedItem, len(seqs))
+		prefix := feedPrefix(partner)
+		for i, seq := range seqs {
+			// bbolt's values live only as long as the transaction.
+			out[i] = FeedItem{Seq: seq, Data: bytes.Clone(feed.Get(seqKey(prefix, seq)))}
+		}
+		return nil
+	})
+	return out, more, err
+}
+
+// walkSeqs returns up to n sequences of an index whose keys are prefix and
+// a big-endian sequence, from the first above after.
+func walkSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
+	var out []uint64
+	for k, _ := c.Seek(seqKey(prefix, after+1)); k != nil && bytes.HasPrefix(k, prefix) && len(out) < n; k, _ = c.Next() {
+		out = append(out, binary.BigEndian.Uint64(k[len(prefix):]))
+	}
+	return out
+}
+
+// mergeSeqs merges the first n sequences after after of each type's index.
+func mergeSeqs(b *bolt.Bucket, partner string, types []string, after uint64, n int) []uint64 {
+	var all []uint64
+	for _, t := range types {
+		all = mergeSorted(all, walkSeqs(b.Cursor(), feedTypePrefix(partner, t), after, n))
+	}
+	if len(all) > n {
+		all = all[:n]
+	}
+	return all
+}
+
+func mergeSorted(a, b []uint64) []uint64 {
+	out := make([]uint64, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}

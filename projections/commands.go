@@ -3,6 +3,8 @@ package projections
 import (
 	"encoding/binary"
 
+	"github.com/partnergiving/giving/domain"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/eventlog"
@@ -13,13 +15,9 @@ import (
 // vendor event ids) are kept; an event's own id needs no index.
 var bucketMsgIDs = bucket("msg_ids")
 
-func indexMsgID(tx *bolt.Tx, rec eventlog.Record) error {
-	if rec.MsgID == "" {
+func indexMsgID(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+	if rec.MsgID == "" || ev.ID == rec.MsgID {
 		return nil
-	}
-	ev, err := rec.Event()
-	if err != nil || ev.ID == rec.MsgID {
-		return err
 	}
 	return tx.Bucket(bucketMsgIDs).Put([]byte(rec.MsgID), u64(rec.Seq))
 }

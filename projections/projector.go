@@ -152,6 +152,19 @@ func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progre
 	return catchUpFile(ctx, ledger, path, progress)
 }
 
+// rebuildBatch is how many events one transaction of a rebuild applies: a
+// rebuild is one long write, so fewer, larger commits.
+const rebuildBatch = 10000
+
+// errCaughtUp ends a rebuild's read of the ledger.
+var errCaughtUp = errors.New("caught up")
+
+// catchUpFile applies the ledger to the file at path up to the ledger's last
+// sequence when it starts. It reads with an ordered consumer (the server
+// streams the ledger in order, no per-batch filter or pending count) and
+// commits without syncing each transaction; the file is synced once at the
+// end, before it can be swapped in, which is safe because a file that did
+// not finish is removed, never used.
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
 	s, err := Open(path)
 	if err != nil {
@@ -162,19 +175,26 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	if err != nil {
 		return err
 	}
-	for s.Applied() < total {
-		recs, _, err := ledger.Read(ctx, ledger.Subjects().All(), s.Applied(), maxBatch)
-		if err != nil {
+	if s.Applied() < total {
+		s.db.NoSync = true
+		err := ledger.Follow(ctx, s.Applied()+1, rebuildBatch, func(recs []eventlog.Record) error {
+			if err := s.Apply(recs); err != nil {
+				return err
+			}
+			if progress != nil {
+				progress(s.Applied(), total)
+			}
+			if s.Applied() >= total {
+				return errCaughtUp
+			}
+			return nil
+		})
+		if !errors.Is(err, errCaughtUp) {
 			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
 		}
-		if len(recs) == 0 {
-			return errors.New("rebuild: ledger returned no events before its last sequence")
-		}
-		if err := s.Apply(recs); err != nil {
-			return err
-		}
-		if progress != nil {
-			progress(s.Applied(), total)
+		s.db.NoSync = false
+		if err := s.db.Sync(); err != nil {
+			return fmt.Errorf("rebuild: sync: %w", err)
 		}
 	}
 	if progress != nil {

@@ -202,7 +202,7 @@ func applyRecord(tx *bolt.Tx, rec eventlog.Record) error {
 	if err != nil {
 		return err
 	}
-	if err := indexMsgID(tx, rec); err != nil {
+	if err := indexMsgID(tx, rec, ev); err != nil {
 		return err
 	}
 	if err := indexFeed(tx, rec); err != nil {

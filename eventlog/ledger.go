@@ -38,6 +38,10 @@ type Config struct {
 	Replicas int
 	// Duplicates is JetStream's dedup window for Nats-Msg-Id.
 	Duplicates time.Duration
+	// Memory is what the whole process may use (0: no limit). The embedded
+	// server keeps its memory-stored state (the rate-limit bucket) within
+	// an eighth of it; the caller sets the Go runtime's limit.
+	Memory int64
 }
 
 // Ledger is an open connection to one environment's ledger.
@@ -162,6 +166,9 @@ func startEmbedded(cfg Config, token string) (*server.Server, error) {
 		NoLog:         true,
 		DontListen:    true,
 		MaxPayload:    8 << 20,
+	}
+	if cfg.Memory > 0 {
+		opts.JetStreamMaxMemory = max(cfg.Memory/8, 16<<20)
 	}
 	if cfg.NATSListen != "" {
 		host, port, err := splitHostPort(cfg.NATSListen)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 )
@@ -19,6 +21,7 @@ type ledgerFlags struct {
 	natsListen string
 	replicas   int
 	masterKey  string
+	memory     string
 }
 
 // defaultNATSListen is where the embedded server also listens, so the CLI
@@ -32,6 +35,7 @@ func (f *ledgerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on (empty: none)")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and buckets on an external cluster")
 	fs.StringVar(&f.masterKey, "master-key", "", "master key (64 hex chars); empty keeps a generated one in the data directory")
+	fs.StringVar(&f.memory, "memory", "512MiB", "memory the process may use (Go runtime soft limit, embedded NATS memory store); 0 for no limit")
 }
 
 func (f *ledgerFlags) environment() (domain.Environment, error) {
@@ -47,7 +51,20 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 	if err != nil {
 		return eventlog.Config{}, err
 	}
-	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas}, nil
+	memory, err := humanize.ParseBytes(f.memory)
+	if err != nil || (memory != 0 && memory < 64<<20) {
+		return eventlog.Config{}, usageError{"--memory must be a size of at least 64MiB, such as 512MiB or 2GiB, or 0 for no limit"}
+	}
+	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: int64(memory)}, nil
+}
+
+// limitMemory sets the Go runtime's soft memory limit to the configured
+// memory: the garbage collector works harder as the process nears it, so
+// memory is bounded by the setting, not by the ledger's length.
+func limitMemory(cfg eventlog.Config) {
+	if cfg.Memory > 0 {
+		debug.SetMemoryLimit(cfg.Memory)
+	}
 }
 
 // parseFlags parses args, taking any flag not given on the command line from

@@ -95,6 +95,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	limitMemory(lcfg)
 	hooks, err := f.webhooks.config()
 	if err != nil {
 		return err

@@ -28,8 +28,8 @@ type Config struct {
 	// MaxRetryAfter bounds a receiver's Retry-After. Default
 	// DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
-	// Concurrency is how many attempts one endpoint gets at once, across all
-	// instances. Default 8.
+	// Concurrency is how many attempts one endpoint gets at once in this
+	// instance, pushed first attempts and queued ones together. Default 8.
 	Concurrency int
 	// MaxInFlight bounds this instance's attempts at once, all endpoints
 	// together. Default 512.

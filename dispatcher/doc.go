@@ -5,16 +5,22 @@
 // restart or moves to another instance:
 //
 //   - Fan-out: a durable consumer on the ledger's public events, shared by all
-//     instances. For each event it waits until the local projections have
-//     applied it, finds the partner's endpoints subscribed to its type, and
-//     enqueues one delivery job per endpoint on the DELIVERIES_<ENV> work
-//     queue (deduplicated by event and endpoint). The ledger message is
-//     acknowledged once the jobs are stored.
-//   - Delivery: one durable consumer per endpoint on the work queue, shared by
-//     all instances, whose MaxAckPending is the endpoint's concurrency. The
-//     server never hands out more of an endpoint's jobs at once, so a slow,
-//     hanging or dead endpoint holds only its own slots and never delays
-//     another endpoint or partner. Each job runs on its own goroutine.
+//     instances. For each batch it waits until the local projections have
+//     applied it (so they know every endpoint created or deleted before each
+//     event), finds the partner's endpoints subscribed to each event's type,
+//     and pushes one first attempt per endpoint to that endpoint's pusher in
+//     this instance, with the event's bytes in hand. The ledger event is
+//     acknowledged once all its jobs are settled; until then the consumer
+//     hands it out again after a crash (delivery is at least once).
+//   - Push (push.go): an endpoint's pusher runs --webhook-concurrency attempts
+//     at once and holds a small backlog. A job that finds the backlog full for
+//     200 ms (a slow or hanging endpoint) is spilled to the DELIVERIES_<ENV>
+//     work queue instead, so such an endpoint holds only its own slots and
+//     never delays another endpoint or partner. A successful first attempt
+//     writes nothing synchronously.
+//   - Queue: one durable consumer per endpoint on the work queue, shared by all
+//     instances, runs spilled jobs and due retries; its attempts take the same
+//     endpoint slots as pushed ones.
 //   - Retries: a failed attempt acknowledges its job and stores the next one
 //     as a JetStream scheduled message (Nats-Schedule: @at ...), which the
 //     server moves back onto the endpoint's queue when it is due. Waiting

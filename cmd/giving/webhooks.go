@@ -18,7 +18,7 @@ func (f *webhookFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt")
 	fs.StringVar(&f.schedule, "webhook-retry-schedule", dispatcher.FormatSchedule(dispatcher.DefaultSchedule),
 		"waits between webhook delivery attempts, comma-separated; a delivery gets one attempt more than there are waits (each wait jittered ±20%)")
-	fs.IntVar(&f.concurrency, "webhook-concurrency", 8, "webhook attempts one endpoint gets at once, across all instances")
+	fs.IntVar(&f.concurrency, "webhook-concurrency", 8, "webhook attempts one endpoint gets at once on each instance")
 }
 
 func (f *webhookFlags) config() (dispatcher.Config, error) {

@@ -4,7 +4,10 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
@@ -66,5 +69,55 @@ func TestRateLimitPerKey(t *testing.T) {
 		if m := rateLimitState.FindStringSubmatch(r.Header.Get("RateLimit")); m == nil || m[1] != "2" {
 			t.Fatalf("other key's first request: RateLimit %q, want r=2", r.Header.Get("RateLimit"))
 		}
+	}
+}
+
+// Under 64 concurrent clients on one key the limiter never lets a request
+// through unchecked: over the run, the successes stay within the bucket's
+// refill plus its burst, and every other answer is a 429 with Retry-After.
+func TestRateLimitHoldsUnderContention(t *testing.T) {
+	const perSecond, burst, clients = 20, 10, 64
+	ts := startStack(t, withRateLimit(perSecond, burst))
+	c, _ := ts.partner(t)
+	var ok, limited, other atomic.Int64
+	var badRetry atomic.Value
+	start := time.Now()
+	end := start.Add(5 * time.Second)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				r := c.Do(http.MethodGet, "/v1/churches", nil, nil)
+				switch r.Status {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					limited.Add(1)
+					if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
+						badRetry.Store(r.Header.Get("Retry-After"))
+					}
+				default:
+					other.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	allowed := int64(perSecond*elapsed) + burst
+	t.Logf("%d clients for %.1fs at %d/s burst %d: %d succeeded (at most %d allowed), %d limited", clients, elapsed, perSecond, burst, ok.Load(), allowed, limited.Load())
+	if ok.Load() > allowed {
+		t.Fatalf("%d requests succeeded, at most %d may", ok.Load(), allowed)
+	}
+	if ok.Load() < perSecond*4 {
+		t.Fatalf("only %d requests succeeded in %.1fs at %d/s", ok.Load(), elapsed, perSecond)
+	}
+	if other.Load() != 0 || limited.Load() == 0 {
+		t.Fatalf("%d answers were neither 200 nor 429; %d were 429", other.Load(), limited.Load())
+	}
+	if v := badRetry.Load(); v != nil {
+		t.Fatalf("a 429 had Retry-After %q", v)
 	}
 }

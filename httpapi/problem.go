@@ -89,7 +89,7 @@ func writeUnauthorized(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeRateLimited(w http.ResponseWriter, r *http.Request, retry time.Duration) {
-	secs := int(retry.Round(time.Second) / time.Second)
+	secs := int((retry + time.Second - 1) / time.Second)
 	if secs < 1 {
 		secs = 1
 	}

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
-	"github.com/throttled/throttled/v2"
+	"golang.org/x/time/rate"
 )
 
 // RateLimit is the per-key token bucket: Burst requests at once, refilled at
@@ -16,44 +17,111 @@ type RateLimit struct {
 	Burst     int
 }
 
-// limiter enforces RateLimit per API key with state shared by every
-// instance (a GCRA bucket in JetStream KV).
-type limiter struct {
-	gcra   *throttled.GCRARateLimiterCtx
-	policy string
+// Instances tells how many instances share the API keys' budgets.
+type Instances interface {
+	Live() int
 }
 
-func newLimiter(store throttled.GCRAStoreCtx, rl RateLimit) (*limiter, error) {
+// limiter enforces RateLimit per API key with a token bucket in this
+// process (golang.org/x/time/rate): no network round trip and no write on
+// the hot path, and nothing to fail, so it never lets a request through
+// unchecked. Instances split each key's budget: with n live instances each
+// allows PerSecond/n and a burst of Burst/n (at least 1), so a key spread
+// over the instances gets its budget in total, never more; a key whose
+// requests all reach one instance gets that instance's share.
+type limiter struct {
+	rl        RateLimit
+	policy    string
+	instances Instances
+
+	mu   sync.Mutex
+	keys map[string]*keyBucket
+	n    int
+}
+
+type keyBucket struct {
+	lim  *rate.Limiter
+	used time.Time
+}
+
+// idleBucket is how long a key's bucket is kept unused; a bucket refilled
+// to full is the same as a new one.
+const idleBucket = 10 * time.Minute
+
+func newLimiter(rl RateLimit, instances Instances) (*limiter, error) {
 	if rl.PerSecond <= 0 || rl.Burst <= 0 {
 		return nil, fmt.Errorf("rate limit: per-second rate and burst must be positive")
 	}
-	// throttled's burst counts requests beyond the first.
-	gcra, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(rl.PerSecond), MaxBurst: rl.Burst - 1})
-	if err != nil {
-		return nil, fmt.Errorf("rate limit: %w", err)
-	}
 	window := int(math.Ceil(float64(rl.Burst) / float64(rl.PerSecond)))
-	return &limiter{gcra: gcra, policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, rl.Burst, window)}, nil
+	return &limiter{rl: rl, instances: instances, keys: map[string]*keyBucket{}, n: 1,
+		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, rl.Burst, window)}, nil
+}
+
+// share is this instance's rate and burst for each key.
+func (l *limiter) share(n int) (rate.Limit, int) {
+	return rate.Limit(float64(l.rl.PerSecond) / float64(n)), max(1, int(math.Ceil(float64(l.rl.Burst)/float64(n))))
+}
+
+// take spends one token of key's bucket. It returns whether the request may
+// go on, the tokens left (scaled to the whole key), the seconds until the
+// bucket is full again, and when refused, how long until a token is there.
+func (l *limiter) take(key string, now time.Time) (ok bool, remaining, reset int, retry time.Duration) {
+	l.mu.Lock()
+	n := 1
+	if l.instances != nil {
+		n = max(1, l.instances.Live())
+	}
+	r, burst := l.share(n)
+	if n != l.n {
+		l.n = n
+		for _, b := range l.keys {
+			b.lim.SetLimitAt(now, r)
+			b.lim.SetBurstAt(now, burst)
+		}
+	}
+	b, found := l.keys[key]
+	if !found {
+		b = &keyBucket{lim: rate.NewLimiter(r, burst)}
+		l.keys[key] = b
+	}
+	b.used = now
+	if len(l.keys) > 1024 && !found {
+		l.forgetIdle(now)
+	}
+	l.mu.Unlock()
+
+	res := b.lim.ReserveN(now, 1)
+	if delay := res.DelayFrom(now); delay > 0 {
+		res.CancelAt(now)
+		ok, retry = false, delay
+	} else {
+		ok = true
+	}
+	tokens := math.Max(0, b.lim.TokensAt(now))
+	remaining = int(math.Floor(tokens * float64(n)))
+	reset = int(math.Ceil((float64(burst) - tokens) / float64(r)))
+	return ok, min(remaining, l.rl.Burst), max(reset, 0), retry
+}
+
+// forgetIdle drops buckets unused for idleBucket; l.mu is held.
+func (l *limiter) forgetIdle(now time.Time) {
+	for k, b := range l.keys {
+		if now.Sub(b.used) > idleBucket {
+			delete(l.keys, k)
+		}
+	}
 }
 
 // rateLimit answers 429 once a key spends its budget. Every answer carries
-// the IETF RateLimit-Policy and RateLimit headers. If the shared state cannot
-// be reached the request is let through and the failure logged: an outage of
-// the limiter must not become an outage of the API.
+// the IETF RateLimit-Policy and RateLimit headers.
 func (s *Server) rateLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := principalFrom(r.Context())
-		limited, res, err := s.limiter.gcra.RateLimitCtx(r.Context(), p.KeyID, 1)
-		if err != nil {
-			logger(r.Context()).Warn().Err(err).Msg("rate limiter unavailable; request allowed")
-			next.ServeHTTP(w, r)
-			return
-		}
-		reset := int(math.Ceil(res.ResetAfter.Seconds()))
+		ok, remaining, reset, retry := s.limiter.take(p.KeyID, time.Now())
 		w.Header().Set("RateLimit-Policy", s.limiter.policy)
-		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, max(res.Remaining, 0), max(reset, 0)))
-		if limited {
-			writeRateLimited(w, r, max(res.RetryAfter, time.Second))
+		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, remaining, reset))
+		if !ok {
+			writeRateLimited(w, r, max(retry, time.Second))
 			return
 		}
 		next.ServeHTTP(w, r)

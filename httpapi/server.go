@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
-	"github.com/throttled/throttled/v2"
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
@@ -45,8 +44,8 @@ type Deps struct {
 	// Store answers the reads (churches, sessions, enrollments, endpoints,
 	// API keys) from the local projections.
 	Store *projections.Store
-	// RateLimits holds the per-key rate-limit state every instance shares.
-	RateLimits throttled.GCRAStoreCtx
+	// Instances counts the instances that share each key's rate budget.
+	Instances Instances
 }
 
 // Server serves the API.
@@ -62,7 +61,7 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(cfg Config, d Deps) (*Server, error) {
-	lim, err := newLimiter(d.RateLimits, cfg.RateLimit)
+	lim, err := newLimiter(cfg.RateLimit, d.Instances)
 	if err != nil {
 		return nil, err
 	}

@@ -61,9 +61,10 @@ type Stack struct {
 	Dispatcher *dispatcher.Dispatcher
 	API        *httpapi.Server
 
-	control *control
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	control  *control
+	presence *eventlog.Presence
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Open builds an instance; Start runs it.
@@ -117,8 +118,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
-	limits, err := s.Ledger.OpenRateLimits(ctx)
-	if err != nil {
+	if s.presence, err = s.Ledger.OpenPresence(ctx, instance, 5*time.Second); err != nil {
 		return err
 	}
 	vault, err := s.Ledger.OpenVault(ctx, s.Secrets)
@@ -161,7 +161,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(),
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
-	}, httpapi.Deps{App: s.App, Store: s.Store, RateLimits: limits})
+	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }
 
@@ -199,10 +199,14 @@ func ProjectionsPath(cfg eventlog.Config) string {
 func (s *Stack) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() {
 		defer s.wg.Done()
 		s.Projector.Run(runCtx)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.presence.Run(runCtx)
 	}()
 	go func() {
 		defer s.wg.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 )
 
@@ -29,9 +30,10 @@ type claimKey struct{}
 // requestClaim counts the commands a request has run under its claim: the
 // n-th command of every run of the request gets the same dedup id.
 type requestClaim struct {
-	mu    sync.Mutex
-	claim *Claim
-	n     int
+	mu       sync.Mutex
+	claim    *Claim
+	n        int
+	replayed bool
 }
 
 // WithClaim returns a context whose use cases run under claim.
@@ -39,18 +41,61 @@ func WithClaim(ctx context.Context, c *Claim) context.Context {
 	return context.WithValue(ctx, claimKey{}, &requestClaim{claim: c})
 }
 
-// nextMsgID is the dedup id of the request's next command, and whether the
-// command must first look for what a dead run of the request appended.
-func nextMsgID(ctx context.Context) (msgID string, takeover, ok bool) {
+// underClaim gives a command the dedup id of the request's next command and
+// the request's fingerprint, and has it first look for what an earlier run
+// of the request appended: after a crash takeover, and also when the key's
+// record itself was lost (records are operational and persist
+// asynchronously, so a crash can lose the newest), which Begin cannot tell
+// from a first run. The look-up reads the projections once they have caught
+// up with the ledger; it writes nothing. It reports false outside a claimed
+// request.
+func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(context.Context, string) (eventlog.Record, bool, error)) bool {
 	rc, _ := ctx.Value(claimKey{}).(*requestClaim)
-	if rc == nil {
-		return "", false, false
+	if rc == nil || cmd.MsgID != "" {
+		return false
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	id := rc.claim.MsgID(rc.n)
+	cmd.MsgID, cmd.Request = rc.claim.MsgID(rc.n), rc.claim.Fingerprint
 	rc.n++
-	return id, rc.claim.Takeover, true
+	cmd.Recall = recall
+	return true
+}
+
+// ErrKeyReused answers a request whose Idempotency-Key already made an
+// effect for a different request.
+var ErrKeyReused = domain.ProblemIdempotencyKeyReused.New("This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.")
+
+// settleClaimed checks what a claimed command's run found: an effect that
+// an earlier run of this request appended (found by its dedup id, when the
+// key's record was lost in a crash) marks the request replayed; one that a
+// different request appended under the same key is refused.
+func settleClaimed(ctx context.Context, cmd eventlog.Command, out eventlog.Outcome) error {
+	if !out.Replayed || out.Record == nil {
+		return nil
+	}
+	if out.Record.Request != "" && out.Record.Request != cmd.Request {
+		return ErrKeyReused
+	}
+	if rc, _ := ctx.Value(claimKey{}).(*requestClaim); rc != nil {
+		rc.mu.Lock()
+		rc.replayed = true
+		rc.mu.Unlock()
+	}
+	return nil
+}
+
+// Replayed reports whether the request's effect was found already in the
+// ledger, stored by an earlier run of the same request: its answer is a
+// replay of the original one.
+func Replayed(ctx context.Context) bool {
+	rc, _ := ctx.Value(claimKey{}).(*requestClaim)
+	if rc == nil {
+		return false
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.replayed
 }
 
 // BeginRequest claims key, scoped to the partner, for a request with the

@@ -102,17 +102,15 @@ const readWait = 5 * time.Second
 // projections have applied the event, so the answer and any read that
 // follows on this instance see the write.
 func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
-	if cmd.MsgID == "" {
-		if id, takeover, ok := nextMsgID(ctx); ok {
-			cmd.MsgID = id
-			if takeover {
-				cmd.Recall = s.recall
-			}
-		}
-	}
+	claimed := underClaim(ctx, &cmd, s.recall)
 	out, err := s.ledger.Execute(ctx, cmd)
 	if err != nil || out.Record == nil {
 		return out, err
+	}
+	if claimed {
+		if err := settleClaimed(ctx, cmd, out); err != nil {
+			return out, err
+		}
 	}
 	return out, s.waitApplied(ctx, out.Record.Seq)
 }

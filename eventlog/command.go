@@ -29,6 +29,10 @@ type Command struct {
 	// MsgID is the dedup id. Commands that carry an Idempotency-Key derive it
 	// from the key, so a retry can never append twice.
 	MsgID string
+	// Request is the fingerprint of the partner request the command runs
+	// for, stored with the event, so that a retry whose Idempotency-Key
+	// record was lost can still tell its own request from another one.
+	Request string
 	// LastOnly skips loading the events: the aggregate is long and Decide
 	// reads the projections instead, after they reach History.Last.
 	LastOnly bool
@@ -79,7 +83,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		if err != nil || ev == nil {
 			return Outcome{}, err
 		}
-		app, err := l.Append(ctx, *ev, cmd.MsgID, h.Last)
+		app, err := l.append(ctx, *ev, cmd.MsgID, h.Last, cmd.Request)
 		if err == nil {
 			return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
 		}

@@ -191,5 +191,5 @@ func (l *Ledger) recordOfMsg(msg jetstream.Msg) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("ledger message metadata: %w", err)
 	}
-	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers(), msg.Data())
 }

@@ -41,12 +41,7 @@ type IdempotencyConfig struct {
 
 // OpenIdempotency opens the idempotency bucket.
 func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
-	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
-		Bucket:      "IDEMPOTENCY",
-		Description: "Idempotency-Key records and their sealed responses.",
-		TTL:         IdempotencyRetention,
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := l.operationalBucket(ctx, "REQUESTS", "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +66,8 @@ type idemRecord struct {
 type Claim struct {
 	id  string
 	rev uint64
+	// Fingerprint identifies the request that holds the key.
+	Fingerprint string
 	// Takeover is true when the key was left running by a request that
 	// died, or released by one that failed; the command must first look for
 	// what that request appended.
@@ -113,7 +110,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 		data, _ := json.Marshal(rec)
 		rev, err := s.kv.Create(ctx, id, data)
 		if err == nil {
-			return BeginResult{Claim: &Claim{id: id, rev: rev}}, nil
+			return BeginResult{Claim: &Claim{id: id, rev: rev, Fingerprint: fingerprint}}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return BeginResult{}, natsErr("idempotency begin", err)
@@ -146,7 +143,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 		data, _ = json.Marshal(rec)
 		rev, err = s.kv.Update(ctx, id, data, entry.Revision())
 		if err == nil {
-			return BeginResult{Claim: &Claim{id: id, rev: rev, Takeover: true}}, nil
+			return BeginResult{Claim: &Claim{id: id, rev: rev, Takeover: true, Fingerprint: fingerprint}}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return BeginResult{}, natsErr("idempotency takeover", err)

@@ -61,7 +61,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 		t.Fatalf("other request after completion: %+v", r)
 	}
 	// Stored answers are sealed: the bucket never holds them in clear.
-	kv, err := l.JetStreamForTest().KeyValue(ctx, "IDEMPOTENCY_SANDBOX")
+	kv, err := l.JetStreamForTest().KeyValue(ctx, "REQUESTS_SANDBOX")
 	if err != nil {
 		t.Fatal(err)
 	}

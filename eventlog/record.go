@@ -27,7 +27,14 @@ type Record struct {
 	// Data is the event's envelope exactly as stored: the bytes the feed and
 	// webhooks send.
 	Data []byte
+	// Request is the fingerprint of the partner request that appended the
+	// event under an Idempotency-Key, if any (see Command.Request).
+	Request string
 }
+
+// requestHeader carries Command.Request on a ledger message: a keyed hash of
+// the request, never its content.
+const requestHeader = "Giving-Request"
 
 // Event decodes the record's envelope.
 func (r Record) Event() (domain.Event, error) {
@@ -52,6 +59,12 @@ type Appended struct {
 // caller saw it (0 for a new aggregate); if the aggregate moved on since,
 // Append returns ErrConflict.
 func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expect uint64) (Appended, error) {
+	return l.append(ctx, ev, msgID, expect, "")
+}
+
+// append is Append recording request, the fingerprint of the partner
+// request the event answers.
+func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expect uint64, request string) (Appended, error) {
 	subject, err := l.subjects.Event(ev)
 	if err != nil {
 		return Appended{}, err
@@ -68,6 +81,9 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = data
+	if request != "" {
+		msg.Header.Set(requestHeader, request)
+	}
 	ack, err := l.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(l.name),
@@ -89,7 +105,7 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 	p, _ := l.subjects.parse(subject)
 	return Appended{Record: Record{
 		Seq: ack.Sequence, Subject: subject, Stored: ev.OccurredAt, MsgID: msgID,
-		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
+		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data, Request: request,
 	}}, nil
 }
 
@@ -230,16 +246,16 @@ func (l *Ledger) recordOf(msg *nats.Msg) (Record, error) {
 		return Record{}, fmt.Errorf("direct get: bad sequence header: %w", err)
 	}
 	stored, _ := time.Parse(time.RFC3339Nano, msg.Header.Get("Nats-Time-Stamp"))
-	return l.record(seq, subject, stored, msg.Header.Get(jetstream.MsgIDHeader), msg.Data)
+	return l.record(seq, subject, stored, msg.Header, msg.Data)
 }
 
-func (l *Ledger) record(seq uint64, subject string, stored time.Time, msgID string, data []byte) (Record, error) {
+func (l *Ledger) record(seq uint64, subject string, stored time.Time, h nats.Header, data []byte) (Record, error) {
 	p, err := l.subjects.parse(subject)
 	if err != nil {
 		return Record{}, err
 	}
 	return Record{
-		Seq: seq, Subject: subject, Stored: stored, MsgID: msgID,
+		Seq: seq, Subject: subject, Stored: stored, MsgID: h.Get(jetstream.MsgIDHeader), Request: h.Get(requestHeader),
 		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
 	}, nil
 }

@@ -21,12 +21,7 @@ type SeenSet struct {
 // OpenSeenSet opens the set called name, which forgets an id ttl after it
 // was added.
 func (l *Ledger) OpenSeenSet(ctx context.Context, name string, ttl time.Duration) (*SeenSet, error) {
-	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
-		Bucket:      "SEEN_" + strings.ToUpper(name),
-		Description: "Ids already handled: " + name + ".",
-		TTL:         ttl,
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := l.operationalBucket(ctx, "HANDLED_"+strings.ToUpper(name), "SEEN_"+strings.ToUpper(name), "Ids already handled: "+name+".", ttl)
 	if err != nil {
 		return nil, err
 	}

@@ -89,8 +89,17 @@ func (v *Vault) DonorID(partnerID, phone string) string {
 	return domain.PrefixDonor + id.String()
 }
 
-// Put stores the donor's phone.
+// Put stores the donor's phone, unless the vault already holds it. A donor
+// id is a keyed hash of the partner and the phone, so a stored entry for the
+// id is this very phone: a returning donor costs a read, not a synced write.
 func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
+	_, err := v.kv.Get(ctx, donorID)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+		return natsErr("vault get", err)
+	}
 	if _, err := v.kv.Put(ctx, donorID, v.seal.Seal([]byte(phone), []byte(donorID))); err != nil {
 		return natsErr("vault put", err)
 	}

@@ -91,6 +91,12 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 		s.settle(r, begin.Claim, fp, rec)
+		if app.Replayed(r.Context()) && rec.status < 300 {
+			// The effect was already in the ledger, made by an earlier run
+			// of this request whose record was lost: answer as a replay.
+			replay(w, &app.StoredResponse{Status: rec.status, Body: rec.body.Bytes()})
+			return
+		}
 		rec.flush(w)
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/partnergiving/giving/internal/bench"
@@ -20,6 +22,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Clients, "clients", 16, "concurrent clients, and raw publishers")
 	fs.IntVar(&o.Size, "size", 500, "raw limit message size in bytes")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -27,6 +30,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{"--duration, --clients and --size must be positive"}
 	}
 	o.Progress = stderr
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := bench.Run(ctx, o)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)

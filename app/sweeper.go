@@ -68,3 +68,34 @@ func (s *Service) sweepEnrollments(ctx context.Context) {
 		}
 	}
 }
+
+// VaultGrace is how old a stored phone must be before the vault sweep asks
+// whether a session refers to it: a session's event is appended
+// milliseconds after its phone is stored.
+const VaultGrace = 10 * time.Minute
+
+// SweepVault erases, until ctx ends, every phone stored in the vault that no
+// donor session refers to grace after it was stored: what a crash between
+// storing a phone and appending its session leaves behind.
+func (s *Service) SweepVault(ctx context.Context, grace time.Duration) {
+	referenced := func(ctx context.Context, donor string) (bool, error) {
+		wctx, cancel := context.WithTimeout(ctx, readWait)
+		defer cancel()
+		if err := s.projector.CatchUp(wctx); err != nil {
+			return false, err
+		}
+		return s.store.DonorReferenced(donor)
+	}
+	for ctx.Err() == nil {
+		err := s.vault.Sweep(ctx, grace, referenced)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("vault sweep stopped; restarting")
+			t := time.NewTimer(time.Second)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}

@@ -29,7 +29,8 @@ var (
 //
 //	1: the first layout (no schema key)
 //	2: the feed table
-const Schema = 2
+//	3: the donors index (the vault sweep keeps only referenced phones)
+const Schema = 3
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {

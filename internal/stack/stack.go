@@ -44,6 +44,9 @@ type Config struct {
 	SMS sms.Verifier
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// VaultGrace is how old an unreferenced stored phone gets before the
+	// vault sweep erases it; 0 means app.VaultGrace.
+	VaultGrace time.Duration
 	// Webhooks tunes the dispatcher; its environment and log come from the
 	// stack.
 	Webhooks dispatcher.Config
@@ -199,7 +202,15 @@ func ProjectionsPath(cfg eventlog.Config) string {
 func (s *Stack) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.wg.Add(4)
+	grace := s.Config.VaultGrace
+	if grace <= 0 {
+		grace = app.VaultGrace
+	}
+	s.wg.Add(5)
+	go func() {
+		defer s.wg.Done()
+		s.App.SweepVault(runCtx, grace)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.Projector.Run(runCtx)

@@ -191,3 +191,29 @@ func (p *longPolls) channel() chan struct{} {
 // empty page), and makes later ones answer without waiting. Call it when the
 // instance starts shutting down.
 func (s *Service) EndLongPolls() { s.polls.end() }
+
+// Event returns one of the partner's public events: its stored envelope,
+// byte for byte the feed item and the webhook body for the same event. An
+// id of another partner's event, or of an internal one, is not found.
+func (s *Service) Event(ctx context.Context, partner, id string) ([]byte, error) {
+	if !domain.ValidID(domain.PrefixEvent, id) {
+		return nil, domain.NotFound("event", id)
+	}
+	seq, ok, err := s.store.PublicEventSeq(partner, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, domain.NotFound("event", id)
+	}
+	rec, err := s.ledger.Get(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("event %s at %d: %w", id, seq, err)
+	}
+	// The index guarantees this; a breach must fail loudly rather than show
+	// one partner another's or an internal event.
+	if rec.Partner != partner || !rec.Public {
+		return nil, fmt.Errorf("event %s of %s: index points at %s", id, partner, rec.Subject)
+	}
+	return rec.Data, nil
+}

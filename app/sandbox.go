@@ -52,6 +52,20 @@ func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollm
 	return code, nil
 }
 
+// SimulatePayrollEnded sends the payroll provider's notice that a donor's
+// deduction ended (reason left_employer or deposit_switch_reverted) and
+// returns the edge's status code.
+func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (int, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return 0, err
+	}
+	code, err := s.simulator.PayrollEnded(ctx, enrollmentID, churchID, reason)
+	if err != nil {
+		return 0, s.unreachable(err)
+	}
+	return code, nil
+}
+
 // SimulatedDeposit is a bank credit to simulate; Amount is passed to the
 // bank webhook as given, so the edge's own checks decide.
 type SimulatedDeposit struct {

@@ -133,22 +133,16 @@ func (s *Server) enrollmentMove(w http.ResponseWriter, r *http.Request, move fun
 	writeJSON(w, http.StatusOK, viewEnrollment(e))
 }
 
-// pauseEnrollment and resumeEnrollment take no body (an empty JSON object
-// is accepted too).
-func (s *Server) pauseEnrollment(w http.ResponseWriter, r *http.Request) {
-	if err := decodeOptional(r, &struct{}{}); err != nil {
-		writeError(w, r, err)
-		return
+// bodilessMove serves a move that takes no body (an empty JSON object is
+// accepted too): pause and resume.
+func (s *Server) bodilessMove(move func(ctx context.Context, partner, id string) (app.Enrollment, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := decodeOptional(r, &struct{}{}); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		s.enrollmentMove(w, r, move)
 	}
-	s.enrollmentMove(w, r, s.app.PauseEnrollment)
-}
-
-func (s *Server) resumeEnrollment(w http.ResponseWriter, r *http.Request) {
-	if err := decodeOptional(r, &struct{}{}); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	s.enrollmentMove(w, r, s.app.ResumeEnrollment)
 }
 
 type cancelRequest struct {

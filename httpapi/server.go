@@ -106,8 +106,8 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
 	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
 	partner(http.MethodPost, "/v1/enrollments/{id}/cancel", s.cancelEnrollment)
-	partner(http.MethodPost, "/v1/enrollments/{id}/pause", s.pauseEnrollment)
-	partner(http.MethodPost, "/v1/enrollments/{id}/resume", s.resumeEnrollment)
+	partner(http.MethodPost, "/v1/enrollments/{id}/pause", s.bodilessMove(s.app.PauseEnrollment))
+	partner(http.MethodPost, "/v1/enrollments/{id}/resume", s.bodilessMove(s.app.ResumeEnrollment))
 	partner(http.MethodPost, "/v1/enrollments/{id}/update", s.updateEnrollment)
 	for _, v := range vendorRoutes {
 		r.HandleFunc("/edge/"+v.kind, s.edge(v)).Methods(http.MethodPost)

@@ -345,6 +345,24 @@ func TestEnrollmentLifecycle(t *testing.T) {
 		consent.open("").expect(t, http.StatusOK, "Your giving was canceled")
 	})
 
+	t.Run("a forgotten donor cannot consent to more", func(t *testing.T) {
+		_, en4, _ := enrollByFlow(t, c, church, "pct", "3", nil)
+		var e struct {
+			DonorID string `json:"donor_id"`
+		}
+		c.Do(http.MethodGet, "/v1/enrollments/"+en4, nil, nil).JSON(t, &e)
+		if _, err := ts.Operators.ForgetDonor(context.Background(), e.DonorID, ""); err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := move(t, c, en4, "update", `{"value":4}`, http.StatusConflict)
+		if p := checkProblem(t, resp, http.StatusConflict, "conflict"); !strings.Contains(p["detail"].(string), "erased") {
+			t.Fatalf("raise for a forgotten donor: %v", p)
+		}
+		if _, got := move(t, c, en4, "update", `{"value":2}`, http.StatusOK); got.Value != 2 || got.Status != "pending" {
+			t.Fatalf("a lower value for a forgotten donor: %+v", got)
+		}
+	})
+
 	if got := freshReplay(t, ts); !reflect.DeepEqual(got, dumpStore(t, ts.Store)) {
 		t.Fatal("a fresh replay of the ledger differs from the live projections")
 	}

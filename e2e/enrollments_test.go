@@ -253,6 +253,16 @@ func TestEnrollmentLifecycle(t *testing.T) {
 		} {
 			checkProblem(t, c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", bad, nil), http.StatusUnprocessableEntity, "validation-error")
 		}
+		// The edge checks the vendor's reason too, and names the route's types.
+		secret := ts.API.VendorSecrets().Payroll
+		code, body := sendVendor(t, ts, "payroll", secret, vendorBody("end-bored", "deposit_switch.ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "bored"}), time.Now())
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(mustJSON(t, body)), "left_employer") {
+			t.Fatalf("an unknown reason at the edge: %d %v", code, body)
+		}
+		code, body = sendVendor(t, ts, "payroll", secret, vendorBody("end-type", "deposit_switch.gone", map[string]string{"enrollment_id": en, "church_id": church}), time.Now())
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(mustJSON(t, body)), `\"deposit_switch.ended\"`) {
+			t.Fatalf("an unknown type at the edge: %d %v", code, body)
+		}
 		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "left_employer"}); code != http.StatusOK {
 			t.Fatalf("payroll-ended: edge answered %d", code)
 		}

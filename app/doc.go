@@ -1,8 +1,10 @@
 // Package app holds the service's use cases: one exported method per thing a
 // partner, a donor, a vendor or an operator can do (import churches, open a
-// donor session, each step of the hosted flow, register a webhook endpoint,
-// handle a vendor webhook, onboard a partner, ...), and the background
-// processes (the session sweeper).
+// donor session, each step of the hosted flow, cancel, pause or update an
+// enrollment, register a webhook endpoint, handle a vendor webhook, onboard
+// a partner, ...), and the background processes (the sweeper: session
+// expiry, enrollments a failure left uncreated, waits for a donor's consent
+// that ran out).
 //
 // A use case takes plain inputs and returns plain results or typed domain
 // errors. It loads what it needs, lets domain decide, appends through the

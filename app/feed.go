@@ -139,3 +139,33 @@ func (p *longPolls) channel() chan struct{} {
 // empty page), and makes later ones answer without waiting. Call it when the
 // instance starts shutting down.
 func (s *Service) EndLongPolls() { s.polls.end() }
+
+// Event returns one of the partner's public events: its stored envelope,
+// byte for byte the feed item and the webhook body for the same event. An
+// id of another partner's event, or of an internal one, is not found.
+func (s *Service) Event(ctx context.Context, partner, id string) ([]byte, error) {
+	if !domain.ValidID(domain.PrefixEvent, id) {
+		return nil, domain.NotFound("event", id)
+	}
+	// Like a feed page, as complete as the ledger when the read began.
+	if err := s.checkFeedPosition(ctx, 0); err != nil {
+		return nil, err
+	}
+	seq, ok, err := s.store.PublicEventSeq(partner, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, domain.NotFound("event", id)
+	}
+	// The partner's own feed table holds the envelope: another partner's
+	// or an internal event cannot be found there.
+	data, ok, err := s.store.FeedItem(partner, seq)
+	if err != nil {
+		return nil, fmt.Errorf("event %s at %d: %w", id, seq, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("event %s of %s: indexed at %d but not in the feed", id, partner, seq)
+	}
+	return data, nil
+}

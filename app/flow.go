@@ -32,10 +32,22 @@ func (s *Service) ExpireSession(ctx context.Context, sess domain.Session, now ti
 	if sess.Status != domain.SessionOpen {
 		return nil
 	}
-	_, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
+	_, err := s.expireSession(ctx, sess.PartnerID, sess.ID, now)
+	return err
+}
+
+// expireSession records that a session's url ran out, if it is open and
+// due, and returns the session as the ledger then holds it. A re-consent
+// session's enrollment then follows: once its session cannot change, the
+// enrollment's wait for consent ends.
+func (s *Service) expireSession(ctx context.Context, partner, id string, now time.Time) (domain.Session, error) {
+	after, err := s.updateSession(ctx, partner, id, func(cur *domain.Session) (*domain.Event, error) {
 		return domain.Expire(cur, now), nil
 	})
-	return err
+	if err == nil && after.Purpose == domain.SessionPurposeUpdate && after.Status != domain.SessionOpen {
+		err = s.settleConsent(ctx, partner, after.EnrollmentID, after)
+	}
+	return after, err
 }
 
 // BindBrowser binds the session to the browser holding the binding secret
@@ -121,17 +133,28 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 }
 
 // Consent records the donor's consent to the text the page showed, then on
-// the sandbox lets a seed donor's phone decide identity verification.
+// the sandbox lets a seed donor's phone decide identity verification. On a
+// re-consent session, the consent completes the session and the new value
+// takes effect (enrollment.updated); it is refused (ErrSessionClosed) once
+// the enrollment no longer waits for it.
 func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
 	church, err := s.ChurchName(sess)
 	if err != nil {
 		return err
+	}
+	if sess.Purpose == domain.SessionPurposeUpdate {
+		if err := s.consentOpen(sess); err != nil {
+			return err
+		}
 	}
 	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
 		return domain.Consent(cur, church, now)
 	})
 	if err != nil {
 		return err
+	}
+	if after.Purpose == domain.SessionPurposeUpdate {
+		return s.settleConsent(ctx, after.PartnerID, after.EnrollmentID, after)
 	}
 	return s.seedKYC(ctx, after, now)
 }

@@ -39,17 +39,33 @@ func (s *Service) unreachable(err error) error {
 	return ErrEdgeUnreachable
 }
 
-// SimulatePayrollConnected sends the payroll provider's confirmation of a
-// donor's deposit switch and returns the edge's status code.
-func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (int, error) {
+// simulateCode runs a simulator whose answer is the edge's status code.
+func (s *Service) simulateCode(partner, churchID string, send func(*simulators.Simulator) (int, error)) (int, error) {
 	if err := s.simulate(partner, churchID); err != nil {
 		return 0, err
 	}
-	code, err := s.simulator.PayrollConnected(ctx, enrollmentID, churchID)
+	code, err := send(s.simulator)
 	if err != nil {
 		return 0, s.unreachable(err)
 	}
 	return code, nil
+}
+
+// SimulatePayrollConnected sends the payroll provider's confirmation of a
+// donor's deposit switch and returns the edge's status code.
+func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (int, error) {
+	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+		return sim.PayrollConnected(ctx, enrollmentID, churchID)
+	})
+}
+
+// SimulatePayrollEnded sends the payroll provider's notice that a donor's
+// deduction ended (reason left_employer or deposit_switch_reverted) and
+// returns the edge's status code.
+func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (int, error) {
+	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+		return sim.PayrollEnded(ctx, enrollmentID, churchID, reason)
+	})
 }
 
 // SimulatedDeposit is a bank credit to simulate; Amount is passed to the
@@ -75,12 +91,7 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 
 // SimulateKYC sends the identity verifier's decision about a donor.
 func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (int, error) {
-	if err := s.simulate(partner, churchID); err != nil {
-		return 0, err
-	}
-	code, err := s.simulator.KYC(ctx, churchID, donorID, outcome)
-	if err != nil {
-		return 0, s.unreachable(err)
-	}
-	return code, nil
+	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+		return sim.KYC(ctx, churchID, donorID, outcome)
+	})
 }

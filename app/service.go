@@ -65,6 +65,7 @@ type Service struct {
 
 	flowKey     []byte
 	webhookSeal *eventlog.Sealer
+	cancelSeal  *eventlog.Sealer
 	polls       longPolls
 }
 
@@ -82,6 +83,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
 		simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose),
+		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}, nil
 }
 

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/partnergiving/giving/domain"
 )
 
 // SweepSessions expires open sessions whose url ran out, emitting
-// donor_session.expired for each, and creates the enrollments that completed
-// sessions lack, every interval until ctx ends. Every instance may sweep: the
-// expiry is a conditional append, and an enrollment is created under the id
-// its session names, once, so only one of them records each.
+// donor_session.expired for each, creates the enrollments that completed
+// sessions lack, and ends the waits for a donor's consent to a higher value
+// that ran out (enrollment.update_expired), every interval until ctx ends.
+// Every instance may sweep: the expiry is a conditional append, and an
+// enrollment is created under the id its session names, once, so only one
+// of them records each.
 func (s *Service) SweepSessions(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -24,6 +24,7 @@ func (s *Service) SweepSessions(ctx context.Context, every time.Duration) {
 		}
 		s.expireSessions(ctx)
 		s.sweepEnrollments(ctx)
+		s.settleConsents(ctx)
 	}
 }
 
@@ -34,9 +35,7 @@ func (s *Service) expireSessions(ctx context.Context) {
 		return
 	}
 	for _, ref := range due {
-		_, err := s.updateSession(ctx, ref.PartnerID, ref.SessionID, func(cur *domain.Session) (*domain.Event, error) {
-			return domain.Expire(cur, s.Now()), nil
-		})
+		_, err := s.expireSession(ctx, ref.PartnerID, ref.SessionID, s.Now())
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Error().Err(err).Str("session_id", ref.SessionID).Msg("session expiry")
 		}

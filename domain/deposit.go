@@ -22,11 +22,11 @@ type DepositCredited struct {
 // one of the partner's churches was reconciled. It carries no bank account
 // data.
 type DepositReceived struct {
-	DepositID string     `json:"deposit_id"`
-	Amount    Hundredths `json:"amount"`
-	Currency  string     `json:"currency"`
-	Trace     string     `json:"trace"`
-	BankTS    string     `json:"bank_ts"`
+	DepositID string     `json:"deposit_id" jsonschema:"pattern=^dep_[0-9A-Za-z]{27}$"`
+	Amount    Hundredths `json:"amount" jsonschema:"exclusiveMinimum=0" jsonschema_description:"Dollars, exact cents, always written with two decimals (125.50)."`
+	Currency  string     `json:"currency" jsonschema:"pattern=^[A-Z]{3}$,example=USD"`
+	Trace     string     `json:"trace" jsonschema_description:"The bank's trace id of the credit."`
+	BankTS    string     `json:"bank_ts" jsonschema:"pattern=^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$" jsonschema_description:"When the bank recorded the credit (ISO 8601 UTC, three fraction digits). Carries no bank account data."`
 }
 
 func (*DepositCredited) EventType() string { return "deposit.credited" }

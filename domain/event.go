@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"time"
@@ -79,7 +80,7 @@ func (e Event) Envelope() ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("envelope: unknown event type %q", e.Type)
 	}
-	if e.Payload == nil || e.Payload.EventType() != e.Type {
+	if e.Payload == nil || e.Payload.EventType() != e.Type || reflect.TypeOf(e.Payload) != reflect.TypeOf(spec.New()) {
 		return nil, fmt.Errorf("envelope: payload does not match event type %q", e.Type)
 	}
 	payload, err := marshalPlain(e.Payload)
@@ -111,16 +112,39 @@ func marshalPlain(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// DecodeEnvelope turns stored envelope bytes back into an Event. The caller
-// supplies the partner and aggregate, which the ledger keeps in the subject.
+// DecodeEnvelope turns envelope bytes of a current event type back into an
+// Event. The caller supplies the partner and aggregate, which the ledger
+// keeps in the subject.
 func DecodeEnvelope(partnerID, aggregateID string, data []byte) (Event, error) {
+	return decodeEnvelope(partnerID, aggregateID, data, func(typ string) (EventSpec, bool) {
+		spec, ok := catalogue[typ]
+		return spec, ok
+	})
+}
+
+// DecodeStored turns a stored event back into an Event. public is the
+// visibility the ledger stored it under (its subject says), which decides
+// between a current type and a retired internal one of the same name: an
+// event type's visibility never changes, so a record whose visibility does
+// not match any registration of its type is refused.
+func DecodeStored(partnerID, aggregateID string, public bool, data []byte) (Event, error) {
+	return decodeEnvelope(partnerID, aggregateID, data, func(typ string) (EventSpec, bool) {
+		if spec, ok := retired[typ]; ok && !public {
+			return spec, true
+		}
+		spec, ok := catalogue[typ]
+		return spec, ok && spec.Public == public
+	})
+}
+
+func decodeEnvelope(partnerID, aggregateID string, data []byte, lookup func(string) (EventSpec, bool)) (Event, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
 		return Event{}, fmt.Errorf("decode envelope: %w", err)
 	}
-	spec, ok := catalogue[env.EventType]
+	spec, ok := lookup(env.EventType)
 	if !ok {
-		return Event{}, fmt.Errorf("decode envelope: unknown event type %q", env.EventType)
+		return Event{}, fmt.Errorf("decode envelope: unknown event type %q (or stored with another visibility)", env.EventType)
 	}
 	at, err := time.Parse(TimeLayout, env.OccurredAt)
 	if err != nil {
@@ -152,7 +176,13 @@ type EventSpec struct {
 }
 
 var (
-	catalogue     = map[string]EventSpec{}
+	catalogue = map[string]EventSpec{}
+	// retired holds internal event types whose name a public event type
+	// took over later. Ledgers written before keep records of them on
+	// internal subjects; those decode with the retired payload, fold into
+	// their aggregate as before, and are never shown to partners. Nothing
+	// new is ever recorded under a retired registration.
+	retired       = map[string]EventSpec{}
 	eventTypeForm = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*$`)
 )
 
@@ -173,6 +203,19 @@ func register[T any, P interface {
 		panic("domain: event type registered twice: " + typ)
 	}
 	catalogue[typ] = EventSpec{Type: typ, Public: public, Summary: summary, New: func() Payload { return P(new(T)) }}
+}
+
+// registerRetired keeps an internal payload type decodable after a public
+// type took over its name (see retired). Register the public type first.
+func registerRetired[T any, P interface {
+	*T
+	Payload
+}](summary string) {
+	typ := P(new(T)).EventType()
+	if spec, ok := catalogue[typ]; !ok || !spec.Public {
+		panic("domain: retired type " + typ + " has no public successor")
+	}
+	retired[typ] = EventSpec{Type: typ, Summary: summary, New: func() Payload { return P(new(T)) }}
 }
 
 // registerTestOnly adds the test delivery's payload type to the catalogue.

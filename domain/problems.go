@@ -97,6 +97,8 @@ var (
 		About: "The API key exceeded its rate limit. Wait for the time in Retry-After; RateLimit and RateLimit-Policy describe the budget."})
 	ProblemConflict = define(Problem{Code: "conflict", Kind: KindConflict, Status: 409, Title: "Conflict",
 		About: "The request clashes with the resource's current state."})
+	ProblemInvalidTransition = define(Problem{Code: "invalid-transition", Kind: KindConflict, Status: 409, Title: "Not allowed in the current status",
+		About: "The enrollment's current status does not allow this move; the detail names the status and what it allows. A pending enrollment can be canceled or updated; an active one paused, canceled or updated; a paused one resumed, canceled or updated; while the donor's consent to a higher value is pending (pending_consent) only a cancel is allowed; canceled and ended are final. A move to the status the enrollment already has is not an error: it answers 200 and changes nothing."})
 	ProblemInvalidCursor = define(Problem{Code: "invalid-cursor", Kind: KindInvalid, Status: 400, Title: "Invalid cursor",
 		About: "The cursor was not issued by this service to this partner, or was altered. Use a next_cursor exactly as returned, or omit it to start over."})
 	ProblemInternal = define(Problem{Code: "internal-error", Kind: KindInternal, Status: 500, Title: "Internal error",

@@ -7,9 +7,19 @@ import (
 
 // SessionStatus is what partners see of a donor session.
 //
-//	open ──(donor connects payroll; enrollment.created)──▶ completed
-//	open ──(identity verification fails)─────────────────▶ declined
-//	open ──(30 minutes pass)──────────────────────────────▶ expired
+//	open ──(donor connects payroll; enrollment.created)──────────▶ completed
+//	open ──(identity verification fails; donor_session.declined)─▶ declined
+//	open ──(30 minutes pass; donor_session.expired)──────────────▶ expired
+//
+// Five wrong codes lock an open session (donor_session.locked): it stays
+// open, showing the locked page, until it expires.
+//
+// A re-consent session (SessionPurposeUpdate) is the hosted flow for a
+// raised enrollment value: it confirms the phone, then asks for consent to
+// the new amount, and completes when given. It never reaches identity
+// verification or payroll, and its lock and expiry are internal facts: the
+// partner follows the enrollment (enrollment.updated or
+// enrollment.update_expired), not the session, which it never sees.
 type SessionStatus string
 
 // The session statuses.
@@ -34,6 +44,19 @@ const (
 	KYCPending      = "pending"
 )
 
+// SessionPurpose says what a session is for.
+type SessionPurpose string
+
+// The session purposes.
+const (
+	// SessionPurposeEnroll is a partner's donor session: the whole flow,
+	// ending in a new enrollment.
+	SessionPurposeEnroll SessionPurpose = ""
+	// SessionPurposeUpdate asks the donor of an enrollment to consent to a
+	// higher value.
+	SessionPurposeUpdate SessionPurpose = "update"
+)
+
 // FlowStep is where the donor is in the hosted flow.
 type FlowStep string
 
@@ -50,14 +73,18 @@ const (
 )
 
 // SessionCreated opens a donor session. The donor's phone is not here: it
-// lives only in the vault, under DonorID.
+// lives only in the vault, under DonorID. A re-consent session names its
+// enrollment and the value the donor gives now (Value is the one asked for).
 type SessionCreated struct {
-	DonorID     string     `json:"donor_id"`
-	Mode        Mode       `json:"mode"`
-	Value       Hundredths `json:"value"`
-	RedirectURL string     `json:"redirect_url"`
-	TokenHash   string     `json:"token_hash"`
-	ExpiresAt   string     `json:"expires_at"`
+	DonorID       string         `json:"donor_id"`
+	Mode          Mode           `json:"mode"`
+	Value         Hundredths     `json:"value"`
+	RedirectURL   string         `json:"redirect_url"`
+	TokenHash     string         `json:"token_hash"`
+	ExpiresAt     string         `json:"expires_at"`
+	Purpose       SessionPurpose `json:"purpose,omitempty"`
+	EnrollmentID  string         `json:"enrollment_id,omitempty"`
+	PreviousValue Hundredths     `json:"previous_value,omitempty"`
 }
 
 // SessionOpened binds the session to the first browser that opened its url.
@@ -76,7 +103,18 @@ type CodeRejected struct {
 // PhoneVerified records a correct verification code.
 type PhoneVerified struct{}
 
-// SessionLocked records that too many wrong codes locked the session.
+// DonorSessionLocked is the public donor_session.locked event: too many
+// wrong codes locked the session, which will not become an enrollment.
+type DonorSessionLocked struct {
+	DonorSessionID string `json:"donor_session_id" jsonschema:"pattern=^ds_[0-9A-Za-z]{27}$"`
+}
+
+// SessionLocked is how ledgers written before DonorSessionLocked recorded a
+// lock: an internal event with no payload, under the same type name. It is
+// retired (see registerRetired): old records still lock their session when
+// folded, stay on their internal subjects and are never sent to partners,
+// and no public event is made up for them afterwards. New locks are
+// DonorSessionLocked.
 type SessionLocked struct{}
 
 // ConsentGiven records the donor's explicit consent to the versioned text.
@@ -85,8 +123,11 @@ type ConsentGiven struct {
 	Text    string `json:"text"`
 }
 
-// KYCDecided records the identity-verification outcome (passed, review,
-// failed) and where it came from (seed donor or vendor webhook).
+// KYCDecided records the identity-verification outcome and where it came
+// from (seed donor or vendor webhook). New failures are recorded as
+// DonorSessionDeclined instead; ledgers written before hold failures as a
+// KYCDecided with outcome failed, which still declines the session when
+// folded but was never announced to partners.
 type KYCDecided struct {
 	Outcome string `json:"outcome"`
 	Source  string `json:"source"`
@@ -108,8 +149,19 @@ type DonorSessionCompleted struct {
 
 // DonorSessionExpired is the public donor_session.expired event.
 type DonorSessionExpired struct {
-	DonorSessionID string `json:"donor_session_id"`
+	DonorSessionID string `json:"donor_session_id" jsonschema:"pattern=^ds_[0-9A-Za-z]{27}$"`
 }
+
+// DonorSessionDeclined is the public donor_session.declined event: identity
+// verification failed, and the session will not become an enrollment.
+type DonorSessionDeclined struct {
+	DonorSessionID string `json:"donor_session_id" jsonschema:"pattern=^ds_[0-9A-Za-z]{27}$"`
+}
+
+// ReconsentExpired records that a re-consent session's url ran out before
+// the donor consented. The enrollment follows with
+// enrollment.update_expired.
+type ReconsentExpired struct{}
 
 func (*SessionCreated) EventType() string        { return "donor_session.created" }
 func (*SessionOpened) EventType() string         { return "donor_session.opened" }
@@ -117,6 +169,9 @@ func (*CodeSent) EventType() string              { return "donor_session.code_se
 func (*CodeRejected) EventType() string          { return "donor_session.code_rejected" }
 func (*PhoneVerified) EventType() string         { return "donor_session.phone_verified" }
 func (*SessionLocked) EventType() string         { return "donor_session.locked" }
+func (*DonorSessionLocked) EventType() string    { return "donor_session.locked" }
+func (*DonorSessionDeclined) EventType() string  { return "donor_session.declined" }
+func (*ReconsentExpired) EventType() string      { return "donor_session.reconsent_expired" }
 func (*ConsentGiven) EventType() string          { return "donor_session.consented" }
 func (*KYCDecided) EventType() string            { return "donor_session.kyc_decided" }
 func (*PayrollFailed) EventType() string         { return "donor_session.payroll_failed" }
@@ -129,7 +184,10 @@ func init() {
 	register[CodeSent](false, "A verification code was sent to the donor's phone.")
 	register[CodeRejected](false, "The donor entered a wrong verification code.")
 	register[PhoneVerified](false, "The donor verified their phone.")
-	register[SessionLocked](false, "Too many wrong codes locked the session.")
+	register[DonorSessionLocked](true, "Too many wrong verification codes locked a donor session; it will not become an enrollment.")
+	registerRetired[SessionLocked]("Too many wrong codes locked the session (before locks were public events).")
+	register[DonorSessionDeclined](true, "Identity verification failed; the donor session is declined and will not become an enrollment.")
+	register[ReconsentExpired](false, "A re-consent session's url expired before the donor consented.")
 	register[ConsentGiven](false, "The donor consented to the giving terms.")
 	register[KYCDecided](false, "Identity verification finished with an outcome.")
 	register[PayrollFailed](false, "A payroll sign-in failed.")
@@ -159,6 +217,10 @@ type Session struct {
 	PayrollFails   int           `json:"payroll_fails"`
 	EnrollmentID   string        `json:"enrollment_id,omitempty"`
 	Status         SessionStatus `json:"status"`
+	// Purpose and Previous are set on re-consent sessions: Giving is the
+	// value asked for, Previous the one the enrollment has.
+	Purpose  SessionPurpose `json:"purpose,omitempty"`
+	Previous Giving         `json:"previous,omitzero"`
 }
 
 // Exists reports whether the session was created.
@@ -173,6 +235,7 @@ func (s *Session) Apply(e Event) {
 		s.CreatedAt = e.OccurredAt
 		s.ExpiresAt, _ = time.Parse(TimeLayout, p.ExpiresAt)
 		s.Status = SessionOpen
+		s.Purpose, s.EnrollmentID, s.Previous = p.Purpose, p.EnrollmentID, Giving{Mode: p.Mode, Value: p.PreviousValue}
 	case *SessionOpened:
 		s.BindingHash = p.BindingHash
 	case *CodeSent:
@@ -182,22 +245,30 @@ func (s *Session) Apply(e Event) {
 		s.CodeSentAt = &at
 	case *CodeRejected:
 		s.CodeAttempts = p.Attempts
-	case *SessionLocked:
+		// A re-consent session records its last wrong code as a rejection
+		// (its lock is not a public fact), which locks it just the same.
+		s.Locked = s.Locked || p.Attempts >= MaxCodeAttempts
+	case *SessionLocked, *DonorSessionLocked:
 		s.Locked = true
 	case *PhoneVerified:
 		s.PhoneVerified = true
 	case *ConsentGiven:
 		s.ConsentVersion = p.Version
+		if s.Purpose == SessionPurposeUpdate {
+			s.Status = SessionCompleted
+		}
 	case *KYCDecided:
 		s.KYC = p.Outcome
 		if p.Outcome == KYCFailed {
 			s.Status = SessionDeclined
 		}
+	case *DonorSessionDeclined:
+		s.KYC, s.Status = KYCFailed, SessionDeclined
 	case *PayrollFailed:
 		s.PayrollFails++
 	case *DonorSessionCompleted:
 		s.EnrollmentID, s.Status = p.EnrollmentID, SessionCompleted
-	case *DonorSessionExpired:
+	case *DonorSessionExpired, *ReconsentExpired:
 		s.Expired, s.Status = true, SessionExpired
 	}
 }
@@ -232,18 +303,29 @@ type NewSession struct {
 	Giving      Giving
 	RedirectURL string
 	TokenHash   string
+	// A re-consent session also names its enrollment, the value it has now,
+	// and when the request expires (the enrollment decided it).
+	Purpose      SessionPurpose
+	EnrollmentID string
+	Previous     Giving
+	ExpiresAt    time.Time
 }
 
 // CreateSession decides opening a donor session that expires after
-// SessionLifetime.
+// SessionLifetime, or at n.ExpiresAt when given.
 func CreateSession(s *Session, n NewSession, now time.Time) (Event, error) {
 	if s.Exists() {
 		return Event{}, ProblemConflict.New("Session %s already exists.", n.ID)
 	}
 	ev := NewEvent(n.PartnerID, n.ID, n.ChurchID, now, &SessionCreated{
 		DonorID: n.DonorID, Mode: n.Giving.Mode, Value: n.Giving.Value, RedirectURL: n.RedirectURL, TokenHash: n.TokenHash,
+		Purpose: n.Purpose, EnrollmentID: n.EnrollmentID, PreviousValue: n.Previous.Value,
 	})
-	ev.Payload.(*SessionCreated).ExpiresAt = FormatTime(ev.OccurredAt.Add(SessionLifetime))
+	expires := ev.OccurredAt.Add(SessionLifetime)
+	if !n.ExpiresAt.IsZero() {
+		expires = n.ExpiresAt
+	}
+	ev.Payload.(*SessionCreated).ExpiresAt = FormatTime(expires)
 	return ev, nil
 }
 
@@ -319,7 +401,8 @@ func (s *Session) ResendIn(now time.Time) time.Duration {
 
 // CheckCode decides the outcome of an entered code; correct says whether the
 // SMS provider accepted it. A wrong code counts an attempt; the
-// MaxCodeAttempts-th wrong code locks the session.
+// MaxCodeAttempts-th wrong code locks the session (donor_session.locked, or
+// for a re-consent session a last rejection).
 func CheckCode(s *Session, correct bool, now time.Time) (*Event, error) {
 	if err := s.at(StepVerifyPhone, now); err != nil {
 		return nil, err
@@ -333,8 +416,8 @@ func CheckCode(s *Session, correct bool, now time.Time) (*Event, error) {
 	var p Payload = &PhoneVerified{}
 	if !correct {
 		p = &CodeRejected{Attempts: s.CodeAttempts + 1}
-		if s.CodeAttempts+1 >= MaxCodeAttempts {
-			p = &SessionLocked{}
+		if s.CodeAttempts+1 >= MaxCodeAttempts && s.Purpose == SessionPurposeEnroll {
+			p = &DonorSessionLocked{DonorSessionID: s.ID}
 		}
 	}
 	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, p)
@@ -358,6 +441,7 @@ func Consent(s *Session, churchName string, now time.Time) (*Event, error) {
 
 // DecideKYC decides recording an identity-verification outcome. Repeating
 // the current outcome changes nothing; a passed or failed outcome is final.
+// A failure declines the session (donor_session.declined).
 func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error) {
 	switch outcome {
 	case KYCPassed, KYCReview, KYCFailed:
@@ -370,7 +454,11 @@ func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error
 	if err := s.at(StepKYC, now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &KYCDecided{Outcome: outcome, Source: source})
+	var p Payload = &KYCDecided{Outcome: outcome, Source: source}
+	if outcome == KYCFailed {
+		p = &DonorSessionDeclined{DonorSessionID: s.ID}
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, p)
 	return &ev, nil
 }
 
@@ -415,12 +503,17 @@ func (s *Session) EnrollmentFor() NewEnrollment {
 	return NewEnrollment{ID: s.EnrollmentID, PartnerID: s.PartnerID, ChurchID: s.ChurchID, SessionID: s.ID, Giving: s.Giving}
 }
 
-// Expire decides the expiry of an open session whose url ran out. It returns
-// a nil event when the session is not open or not yet due.
+// Expire decides the expiry of an open session whose url ran out
+// (donor_session.expired, or for a re-consent session an internal record).
+// It returns a nil event when the session is not open or not yet due.
 func Expire(s *Session, now time.Time) *Event {
 	if s.Status != SessionOpen || now.Before(s.ExpiresAt) {
 		return nil
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &DonorSessionExpired{DonorSessionID: s.ID})
+	var p Payload = &DonorSessionExpired{DonorSessionID: s.ID}
+	if s.Purpose == SessionPurposeUpdate {
+		p = &ReconsentExpired{}
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, p)
 	return &ev
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -193,12 +194,40 @@ func TestFlowPagesAxe(t *testing.T) {
 		check(t, tb, "stale")
 	})
 
+	t.Run("a new amount", func(t *testing.T) {
+		_, en, _ := enrollByFlow(t, c, church, "pct", "3", nil)
+		_, e := move(t, c, en, "update", `{"value":5}`, http.StatusOK)
+		tb := b.tab(t)
+		tb.open(e.ConsentURL, "Confirm it's you")
+		check(t, tb, "verify")
+		tb.verifyPhone()
+		check(t, tb, "consent")
+		tb.consent("Your new amount is set")
+		check(t, tb, "done")
+	})
+
+	t.Run("canceled and ended", func(t *testing.T) {
+		s, en, _ := enrollByFlow(t, c, church, "pct", "3", nil)
+		move(t, c, en, "cancel", nil, http.StatusOK)
+		tb := b.tab(t)
+		tb.open(s.URL, "Your giving was canceled")
+		check(t, tb, "canceled")
+		s, en, _ = enrollByFlow(t, c, church, "fixed", "10", nil)
+		simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "deposit_switch_reverted"})
+		tb.open(s.URL, "Your giving has ended")
+		check(t, tb, "ended")
+	})
+
 	// Moving the clock expires every open session of the stack: last.
 	t.Run("expired", func(t *testing.T) {
 		s, tb := session(t, "+12025550100")
+		_, en, _ := enrollByFlow(t, c, church, "pct", "3", nil)
+		_, e := move(t, c, en, "update", `{"value":5}`, http.StatusOK)
 		clock.advance(domain.SessionLifetime + time.Second)
 		tb.open(s.URL, "This link has expired")
 		check(t, tb, "expired")
+		tb.open(e.ConsentURL, "This link has expired")
+		check(t, tb, "expired") // a new amount's
 	})
 
 	// A ledger that does not answer: the trouble page, on a stack of its own.

@@ -394,3 +394,70 @@ func TestFlowInBrowser(t *testing.T) {
 		}
 	})
 }
+
+// A raise of an enrollment's value in a real browser: the partner gets a
+// consent url, the donor confirms their phone and consents on the same
+// consent screen showing the old and the new amount, and the new value
+// takes effect (enrollment.updated on the webhook and the feed). Then the
+// donor's original link shows that the giving was canceled.
+func TestReconsentInBrowser(t *testing.T) {
+	b := newBrowser(t)
+	ts := startStack(t)
+	c, pid := ts.partner(t, "https://partner.example")
+	church := importChurch(t, c, "Grace Chapel")
+	w := watchEvents(t, ts, c, pid)
+	sess, en, _ := enrollByFlow(t, c, church, "pct", "3", nil)
+	simulate(t, c, "payroll-connected", map[string]string{"enrollment_id": en, "church_id": church})
+	w.expect(t, "enrollment.activated", en)
+
+	_, e := move(t, c, en, "update", `{"value":5}`, http.StatusOK)
+	if e.Status != "pending_consent" || e.ConsentURL == "" {
+		t.Fatalf("raise: %+v", e)
+	}
+	tb := b.tab(t)
+	tb.open(e.ConsentURL, "Confirm it's you")
+	if steps := tb.text(`document.querySelectorAll(".steps li").length + "|" + document.querySelector(".steps").parentElement.innerText`); !strings.HasPrefix(steps, "2|") || !strings.Contains(steps, "Step 1 of 2") {
+		t.Fatalf("progress: %q", steps)
+	}
+	tb.verifyPhone()
+	tb.snap("8-reconsent")
+	if lead := tb.text(`document.getElementById("change").textContent`); lead != "You are changing your gift to Grace Chapel from 3% of each paycheck to 5% of each paycheck." {
+		t.Fatalf("change: %q", lead)
+	}
+	if label := tb.text(`document.querySelector("label[for=gift]").textContent`); label != "I want to give 5% of each paycheck to Grace Chapel." {
+		t.Fatalf("consent label: %q", label)
+	}
+	if terms := tb.text(`document.getElementById("terms-text").textContent`); !strings.Contains(terms, "deduct 5% of each paycheck") {
+		t.Fatalf("terms: %q", terms)
+	}
+	tb.consent("Your new amount is set")
+	tb.snap("9-reconsent-done")
+	// Refresh and back are safe.
+	tb.leave()
+	tb.run("reload", chromedp.Reload())
+	tb.waitPage("Your new amount is set")
+
+	if p := w.expect(t, "enrollment.updated", en); p["value"] != 5.0 {
+		t.Fatalf("updated payload %v", p)
+	}
+	if got := getEnrollment(t, c, en); got.Status != "active" || got.Value != 5 || got.PendingUpdate != nil {
+		t.Fatalf("after consent: %+v", got)
+	}
+	if m := tb.messages(); len(m) > 0 {
+		t.Fatalf("console messages (CSP violations?): %v", m)
+	}
+
+	// Canceled: the donor's original link, days later in a browser it never
+	// saw, says so without a form.
+	move(t, c, en, "cancel", map[string]string{"reason": "Asked by the donor."}, http.StatusOK)
+	w.expect(t, "enrollment.canceled", en)
+	other := newBrowser(t).tab(t)
+	other.open(sess.URL, "Your giving was canceled")
+	other.snap("10-canceled")
+	if n := other.text(`String(document.querySelectorAll("form").length)`); n != "0" {
+		t.Fatalf("%s forms on the canceled page", n)
+	}
+	if body := other.text(`document.body.innerText`); !strings.Contains(body, "5% of each paycheck to Grace Chapel was canceled") {
+		t.Fatalf("canceled page: %s", body)
+	}
+}

@@ -783,6 +783,107 @@ func (p flowPage) expect(t *testing.T, status int, h1 string) {
 	}
 }
 
+// enrollByFlow opens a donor session and completes the hosted flow in a
+// browser without JavaScript with a seed donor who passes identity
+// verification, and returns the session, the enrollment it made and the
+// donor's browser (bound to the session).
+func enrollByFlow(t *testing.T, c *apitest.Client, church, mode, value string, rt http.RoundTripper) (sessionResponse, string, *donorBrowser) {
+	t.Helper()
+	s := openSession(t, c, church, "+12025550100", mode, value, "https://partner.example/back")
+	d := newDonorBrowser(t, s.URL, rt)
+	d.open("")
+	d.submit("code", nil)
+	d.submit("verify", url.Values{"code": {"000000"}})
+	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
+	d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
+	done := waitSessionStatus(t, c, s.ID, "completed")
+	return s, *done.EnrollmentID, d
+}
+
+// consentByFlow agrees, in a browser without JavaScript, to the higher
+// value a consent url asks for, and returns the browser.
+func consentByFlow(t *testing.T, consentURL string, rt http.RoundTripper) *donorBrowser {
+	t.Helper()
+	d := newDonorBrowser(t, consentURL, rt)
+	d.open("").expect(t, http.StatusOK, "Confirm it's you")
+	d.submit("code", nil)
+	d.submit("verify", url.Values{"code": {"000000"}}).expect(t, http.StatusOK, "Agree to give")
+	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Your new amount is set")
+	return d
+}
+
+// eventWatch follows one partner's events as an integration does: on a
+// webhook receiver, on the feed and by id.
+type eventWatch struct {
+	ts      *testStack
+	c       *apitest.Client
+	hooks   *receiver
+	partner string
+	seen    map[string]bool
+}
+
+func watchEvents(t *testing.T, ts *testStack, c *apitest.Client, partner string) *eventWatch {
+	t.Helper()
+	hooks := okReceiver(t)
+	createEndpoint(t, c, hooks.URL)
+	return &eventWatch{ts: ts, c: c, hooks: hooks, partner: partner, seen: map[string]bool{}}
+}
+
+// expect waits for the next event of typ about subject (the payload's
+// enrollment_id or donor_session_id) on the webhook receiver, checks that
+// the feed item and GET /v1/events/{event_id} are the webhook's body byte
+// for byte, and returns the payload.
+func (w *eventWatch) expect(t *testing.T, typ, subject string) map[string]any {
+	t.Helper()
+	var got delivery
+	var payload map[string]any
+	waitFor(t, 15*time.Second, typ+" about "+subject+" on the webhook", func() bool {
+		for _, d := range w.hooks.deliveries() {
+			var env struct {
+				Payload map[string]any `json:"payload"`
+			}
+			_ = json.Unmarshal(d.Body, &env)
+			if d.EventType == typ && !w.seen[d.EventID] && (env.Payload["enrollment_id"] == subject || env.Payload["donor_session_id"] == subject) {
+				got, payload = d, env.Payload
+				return true
+			}
+		}
+		return false
+	})
+	w.seen[got.EventID] = true
+	feed := w.c.Do(http.MethodGet, "/v1/events?limit=1000&type="+typ, nil, nil)
+	var page eventPage
+	feed.JSON(t, &page)
+	found := false
+	for _, item := range page.Data {
+		if decodeEnvelope(t, item).EventID == got.EventID {
+			found = true
+			if !bytes.Equal(item, got.Body) {
+				t.Fatalf("%s: feed item\n%s\nwebhook body\n%s", typ, item, got.Body)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("%s %s is not on the feed", typ, got.EventID)
+	}
+	one := w.c.Do(http.MethodGet, "/v1/events/"+got.EventID, nil, nil)
+	if one.Status != http.StatusOK || !bytes.Equal(one.Body, got.Body) {
+		t.Fatalf("GET /v1/events/%s: %d\n%s\nwant\n%s", got.EventID, one.Status, one.Body, got.Body)
+	}
+	return payload
+}
+
+// appended counts the ledger's events about one aggregate of the partner,
+// internal ones included: a repeated move must not add any.
+func (w *eventWatch) appended(t *testing.T, aggregate string) int {
+	t.Helper()
+	recs, _, err := w.ts.Ledger.Read(context.Background(), w.ts.Ledger.Subjects().Aggregate(w.partner, aggregate), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(recs)
+}
+
 // recorder keeps every response body a client received, for the PII sweep.
 type recorder struct {
 	mu     sync.Mutex
@@ -887,11 +988,14 @@ type delivery struct {
 
 // receiver is a real HTTP server on loopback that records every request and
 // answers as respond says: a status, or 0 to hang until the sender gives up.
+// Every event it receives is checked against its type's published payload
+// schema (GET /v1/event_types); a mismatch fails the test when it ends.
 type receiver struct {
 	srv     *httptest.Server
 	URL     string
 	mu      sync.Mutex
 	got     []delivery
+	invalid []error
 	respond func(n int, r *http.Request, w http.ResponseWriter) int
 	release chan struct{}
 }
@@ -913,6 +1017,13 @@ func newReceiverOn(t *testing.T, ln net.Listener, respond func(n int, r *http.Re
 	rc.srv.Start()
 	rc.URL = rc.srv.URL + "/hooks"
 	t.Cleanup(rc.close)
+	t.Cleanup(func() {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		for _, err := range rc.invalid {
+			t.Errorf("webhook receiver: %v", err)
+		}
+	})
 	return rc
 }
 
@@ -930,7 +1041,14 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &env)
 	d.EventID, d.EventType = env.EventID, env.EventType
+	var invalid error
+	if env.EventType != domain.WebhookTestEventType {
+		invalid = apitest.ValidateEvent(body)
+	}
 	rc.mu.Lock()
+	if invalid != nil {
+		rc.invalid = append(rc.invalid, invalid)
+	}
 	rc.got = append(rc.got, d)
 	n := len(rc.got)
 	rc.mu.Unlock()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -69,10 +70,12 @@ func sweep(t errorer, where string, data []byte, phones []string) {
 	}
 }
 
-// TestNoPhoneAnywhere runs complete flows for several donors, then looks for
-// their phone numbers, in every formatting, in everything the service wrote
-// or answered: the JetStream store files, the bbolt file, the logs, every
-// API response and every page of the flow.
+// TestNoPhoneAnywhere runs complete flows for several donors and every
+// public event type (the enrollments' whole life, the re-consent flow, the
+// sessions' declines and lockouts), then looks for their phone numbers, in
+// every formatting, in everything the service wrote or answered: the
+// JetStream store files, the bbolt file, the logs, every API response and
+// event read back by id, every webhook and every page of the flow.
 func TestNoPhoneAnywhere(t *testing.T) {
 	// The sweep itself finds a phone in each formatting.
 	for _, form := range phoneForms("+12025550100") {
@@ -83,7 +86,8 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		}
 	}
 
-	ts := startStack(t)
+	clock := &testClock{}
+	ts := startStack(t, withClock(clock))
 	rec := &recorder{next: http.DefaultTransport}
 	c, _ := ts.partner(t, "https://partner.example")
 	c.HTTP = &http.Client{Transport: rec}
@@ -100,6 +104,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	}
 	var phones []string
 	var enrollments []string
+	sessionURLs := map[string]string{}
 	for _, dn := range donors {
 		phones = append(phones, dn.phone)
 		s := openSession(t, c, church, dn.phone, dn.mode, dn.value, "https://partner.example/back")
@@ -119,6 +124,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		got := c.Do(http.MethodGet, "/v1/donor_sessions/"+s.ID, nil, nil)
 		if id, _ := got.Map(t)["enrollment_id"].(string); id != "" {
 			enrollments = append(enrollments, id)
+			sessionURLs[id] = s.URL
 		}
 	}
 	if len(enrollments) != 2 {
@@ -135,11 +141,52 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", map[string]string{"enrollment_id": id, "church_id": church}, nil)
 	}
 	c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":10.10}`, nil)
-	feed := c.Do(http.MethodGet, "/v1/events?limit=1000", nil, nil)
-	if n := len(feed.Map(t)["data"].([]any)); n < 5 {
-		t.Fatalf("only %d events on the feed", n)
+	// The enrollments' whole life: pause, resume, a lower and a higher
+	// value with the donor's re-consent, a raise left to expire, an end, a
+	// cancel with the partner's reason; and a session locked by wrong codes.
+	for _, step := range []struct{ action, body string }{{"pause", ""}, {"resume", ""}, {"update", `{"value":2}`}} {
+		c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[0]+"/"+step.action, step.body, nil)
 	}
-	waitFor(t, 10*time.Second, "every event delivered", func() bool { return hooks.count() >= 5 })
+	var raised struct {
+		ConsentURL string `json:"consent_url"`
+	}
+	c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[0]+"/update", `{"value":4}`, nil).JSON(t, &raised)
+	consentByFlow(t, raised.ConsentURL, rec)
+	c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[1]+"/update", `{"value":30}`, nil).JSON(t, &raised)
+	newDonorBrowser(t, raised.ConsentURL, rec).open("").expect(t, http.StatusOK, "Confirm it's you")
+	locked := openSession(t, c, church, "+12025550100", "pct", "1", "https://partner.example/back")
+	d := newDonorBrowser(t, locked.URL, rec)
+	d.open("")
+	d.submit("code", nil)
+	for range domain.MaxCodeAttempts {
+		d.submit("verify", url.Values{"code": {"999999"}})
+	}
+	d.page.expect(t, http.StatusOK, "Too many wrong codes")
+	clock.advance(domain.SessionLifetime + time.Second)
+	waitFor(t, 10*time.Second, "the raise to expire", func() bool { return countEvents(t, ts, "enrollment.update_expired") == 1 })
+	c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": enrollments[1], "church_id": church, "reason": "left_employer"}, nil)
+	c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[0]+"/cancel", `{"reason":"The donor asked to stop."}`, nil)
+	for i, id := range enrollments {
+		c.Do(http.MethodGet, "/v1/enrollments/"+id, nil, nil)
+		want := []string{"Your giving was canceled", "Your giving has ended"}[i]
+		newDonorBrowser(t, sessionURLs[id], rec).open("").expect(t, http.StatusOK, want)
+	}
+	c.Do(http.MethodGet, "/v1/event_types", nil, nil)
+
+	var feed struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	c.Do(http.MethodGet, "/v1/events?limit=1000", nil, nil).JSON(t, &feed)
+	types := map[string]bool{}
+	for _, item := range feed.Data {
+		env := decodeEnvelope(t, item)
+		types[env.EventType] = true
+		c.Do(http.MethodGet, "/v1/events/"+env.EventID, nil, nil)
+	}
+	if len(types) != len(domain.PublicEventTypes()) {
+		t.Fatalf("the feed holds %d event types, want every one of %v: %v", len(types), domain.PublicEventTypes(), types)
+	}
+	waitFor(t, 10*time.Second, "every event delivered", func() bool { return hooks.count() >= len(feed.Data) })
 	for i, d := range hooks.deliveries() {
 		sweep(t, fmt.Sprintf("webhook %d (%s)", i, d.EventType), d.Body, phones)
 	}

@@ -38,7 +38,7 @@ const requestHeader = "Giving-Request"
 
 // Event decodes the record's envelope.
 func (r Record) Event() (domain.Event, error) {
-	ev, err := domain.DecodeEnvelope(r.Partner, r.Aggregate, r.Data)
+	ev, err := domain.DecodeStored(r.Partner, r.Aggregate, r.Public, r.Data)
 	if err != nil {
 		return domain.Event{}, fmt.Errorf("record %d: %w", r.Seq, err)
 	}

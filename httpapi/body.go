@@ -65,6 +65,19 @@ func decodeJSON(r *http.Request, v any) error {
 	return decodeStrict(body, v)
 }
 
+// decodeOptional decodes the body like decodeJSON, for routes whose body is
+// optional: an empty body leaves v as it is.
+func decodeOptional(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return domain.ProblemMalformedJSON.New("The body could not be read.")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decodeStrict(body, v)
+}
+
 func decodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return domain.ProblemMalformedJSON.New("The request body is empty; a JSON object is required.")

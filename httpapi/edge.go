@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/partnergiving/giving/app"
@@ -39,19 +41,45 @@ type vendorAck struct {
 
 var vendorIDForm = regexp.MustCompile(`^[!-~]{1,255}$`)
 
-// vendorRoute describes one vendor kind: its event type, its secret, and
-// how its data decodes into the use case's input.
+// vendorRoute describes one vendor kind: its secret, its event types, and
+// how each type's data decodes into the use case's input.
 type vendorRoute struct {
 	kind   string
-	typ    string
 	secret func(*Server) []byte
+	types  []vendorType
+}
+
+type vendorType struct {
+	typ    string
 	decode func(data json.RawMessage, ev *app.VendorEvent) error
 }
 
 var vendorRoutes = []vendorRoute{
-	{kind: "payroll", typ: "deposit_switch.confirmed", secret: func(s *Server) []byte { return s.cfg.Vendors.Payroll }, decode: decodePayroll},
-	{kind: "bank", typ: "ach.credit.received", secret: func(s *Server) []byte { return s.cfg.Vendors.Bank }, decode: decodeBank},
-	{kind: "kyc", typ: "identity.verification.completed", secret: func(s *Server) []byte { return s.cfg.Vendors.KYC }, decode: decodeKYC},
+	{kind: "payroll", secret: func(s *Server) []byte { return s.cfg.Vendors.Payroll }, types: []vendorType{
+		{typ: "deposit_switch.confirmed", decode: decodePayroll},
+		{typ: "deposit_switch.ended", decode: decodePayrollEnd},
+	}},
+	{kind: "bank", secret: func(s *Server) []byte { return s.cfg.Vendors.Bank }, types: []vendorType{{typ: "ach.credit.received", decode: decodeBank}}},
+	{kind: "kyc", secret: func(s *Server) []byte { return s.cfg.Vendors.KYC }, types: []vendorType{{typ: "identity.verification.completed", decode: decodeKYC}}},
+}
+
+// typeOf finds how the route decodes an event type.
+func (v vendorRoute) typeOf(typ string) (vendorType, bool) {
+	for _, t := range v.types {
+		if t.typ == typ {
+			return t, true
+		}
+	}
+	return vendorType{}, false
+}
+
+// typeNames lists the route's event types, quoted, for an error.
+func (v vendorRoute) typeNames() string {
+	names := make([]string, len(v.types))
+	for i, t := range v.types {
+		names[i] = strconv.Quote(t.typ)
+	}
+	return strings.Join(names, " or ")
 }
 
 // edge serves one vendor kind's webhooks.
@@ -75,8 +103,9 @@ func (s *Server) edge(v vendorRoute) http.HandlerFunc {
 		if !vendorIDForm.MatchString(env.ID) {
 			val.Add("id", "must be 1 to 255 visible ASCII characters")
 		}
-		if env.Type != v.typ {
-			val.Add("type", "must be %q on this route", v.typ)
+		vt, known := v.typeOf(env.Type)
+		if !known {
+			val.Add("type", "must be %s on this route", v.typeNames())
 		}
 		if len(env.Data) == 0 || env.Data[0] != '{' {
 			val.Add("data", "must be an object")
@@ -86,7 +115,7 @@ func (s *Server) edge(v vendorRoute) http.HandlerFunc {
 			return
 		}
 		ev := app.VendorEvent{Kind: v.kind, ID: env.ID}
-		if err := v.decode(env.Data, &ev); err != nil {
+		if err := vt.decode(env.Data, &ev); err != nil {
 			writeError(w, r, err)
 			return
 		}
@@ -114,6 +143,21 @@ func decodePayroll(raw json.RawMessage, ev *app.VendorEvent) error {
 		return err
 	}
 	ev.Payroll = &app.PayrollConfirmation{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID}
+	return nil
+}
+
+type payrollEndData struct {
+	EnrollmentID string `json:"enrollment_id"`
+	ChurchID     string `json:"church_id"`
+	Reason       string `json:"reason"`
+}
+
+func decodePayrollEnd(raw json.RawMessage, ev *app.VendorEvent) error {
+	var d payrollEndData
+	if err := decodeStrict(raw, &d); err != nil {
+		return err
+	}
+	ev.PayrollEnd = &app.PayrollEnd{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID, Reason: d.Reason}
 	return nil
 }
 

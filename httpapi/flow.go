@@ -113,6 +113,9 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.flowEnrollmentClosed(w, r, sess) {
+		return
+	}
 	token := mux.Vars(r)["token"]
 	now := s.now()
 	if sess.Step(now) == domain.StepExpired {
@@ -133,8 +136,14 @@ func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain
 	if err := s.app.ExpireSession(r.Context(), sess, now); err != nil {
 		logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
 	}
-	s.renderFlow(w, r, flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired",
-		ReturnURL: returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)})
+	v := flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired"}
+	if sess.Purpose == domain.SessionPurposeUpdate {
+		v.Previous = sess.Previous.Words()
+		v.Church, _ = s.app.ChurchName(sess)
+	} else {
+		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)
+	}
+	s.renderFlow(w, r, v)
 }
 
 // flowBind checks the browser's binding cookie, binding the session to this

@@ -29,8 +29,10 @@ type flowView struct {
 	Status int
 	Page   string // the template
 	Title  string // the page's h1 and title
-	// Step is the progress position, 1 to 4, or 0 for pages outside the steps.
+	// Step is the progress position, from 1, or 0 for pages outside the
+	// steps; Labels name the steps (nil: the four of a new gift).
 	Step      int
+	Labels    []string
 	Action    string // the flow's address, "/flow/<token>"
 	CSRF      string
 	Church    string
@@ -48,7 +50,14 @@ type flowView struct {
 	Providers      []domain.PayrollProvider
 	Provider       string // the provider a failed sign-in was for
 	Sandbox        bool
+	// Previous is, on a re-consent session's pages, the amount the donor
+	// gives now, in words (Gift is the one asked for).
+	Previous string
+	Reason   string // why an ended gift ended, in words
 }
+
+// reconsentSteps are the steps of a re-consent session.
+var reconsentSteps = []string{"Confirm your phone", "Agree to give"}
 
 // flowError is a message for the donor, tied to the form field it is about
 // (its id) or to the page when Field is empty.
@@ -89,6 +98,10 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	ctx := r.Context()
 	sess := f.sess
 	v := flowView{Status: http.StatusOK, Action: "/flow/" + f.token, CSRF: s.csrfToken(sess.ID, f.secret), Gift: sess.Giving.Words()}
+	reconsent := sess.Purpose == domain.SessionPurposeUpdate
+	if reconsent {
+		v.Previous, v.Labels = sess.Previous.Words(), reconsentSteps
+	}
 	church, err := s.app.ChurchName(sess)
 	if err != nil {
 		s.flowFail(w, r, err)
@@ -154,6 +167,16 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			}
 		}
 	case domain.StepDone:
+		if reconsent {
+			// Normally settled right after the consent; this finishes a
+			// settlement an earlier request did not get to.
+			if err := s.app.SettleConsent(ctx, sess); err != nil {
+				s.flowFail(w, r, err)
+				return
+			}
+			v.Page, v.Title = "done", "Your new amount is set"
+			break
+		}
 		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
 			s.flowFail(w, r, err)
 			return
@@ -165,12 +188,50 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionDeclined)
 	case domain.StepLocked:
 		v.Page, v.Title = "locked", "Too many wrong codes"
-		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
+		if !reconsent {
+			v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
+		}
 	default:
 		s.flowExpired(w, r, sess, f.now)
 		return
 	}
 	s.renderFlow(w, r, v)
+}
+
+// flowEnrollmentClosed shows, instead of the session's page, that the gift
+// the session made or is for was canceled or has ended, and reports
+// whether it did. Nothing can be done there any more, so the page has no
+// form and is shown to any browser holding the link, bound or not: it
+// tells no more than the link's holder knows, that a gift to the church
+// ended.
+func (s *Server) flowEnrollmentClosed(w http.ResponseWriter, r *http.Request, sess domain.Session) bool {
+	e, ok, err := s.app.SessionEnrollment(sess)
+	if err != nil {
+		s.flowFail(w, r, err)
+		return true
+	}
+	if !ok || !e.Status.Final() {
+		return false
+	}
+	church, err := s.app.ChurchName(sess)
+	if err != nil {
+		s.flowFail(w, r, err)
+		return true
+	}
+	v := flowView{Status: http.StatusOK, Church: church, Gift: e.Giving.Words()}
+	if e.Status == domain.EnrollmentCanceled {
+		v.Page, v.Title = "canceled", "Your giving was canceled"
+	} else {
+		v.Page, v.Title, v.Reason = "ended", "Your giving has ended", endedBecause[e.EndReason]
+	}
+	s.renderFlow(w, r, v)
+	return true
+}
+
+// endedBecause says why a gift ended, as the donor reads it.
+var endedBecause = map[string]string{
+	domain.EndLeftEmployer:   "Your payroll provider told us you no longer work for the employer that paid it.",
+	domain.EndSwitchReverted: "Your payroll provider told us the deduction was switched off.",
 }
 
 // flowVaultFail shows the "no longer available" page for a donor whose phone
@@ -191,8 +252,10 @@ type flowStep struct {
 	Current bool
 }
 
-func progress(current int) []flowStep {
-	labels := []string{"Confirm your phone", "Agree to give", "Check your identity", "Connect payroll"}
+func progress(current int, labels []string) []flowStep {
+	if labels == nil {
+		labels = []string{"Confirm your phone", "Agree to give", "Check your identity", "Connect payroll"}
+	}
 	out := make([]flowStep, len(labels))
 	for i, l := range labels {
 		out[i] = flowStep{Number: i + 1, Label: l, Done: i+1 < current, Current: i+1 == current}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
@@ -59,6 +61,24 @@ func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request) {
 		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID)
 	}, func(ctx context.Context, req *payrollSimulation) (int, any, error) {
 		code, err := s.app.SimulatePayrollConnected(ctx, partnerID(r), req.EnrollmentID, req.ChurchID)
+		return code, nil, err
+	})
+}
+
+type payrollEndSimulation struct {
+	EnrollmentID string `json:"enrollment_id"`
+	ChurchID     string `json:"church_id"`
+	Reason       string `json:"reason"`
+}
+
+func (s *Server) simulatePayrollEnded(w http.ResponseWriter, r *http.Request) {
+	simulate(w, r, func(req *payrollEndSimulation, v *domain.Validation) {
+		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID, "reason", req.Reason)
+		if req.Reason != "" && !slices.Contains(domain.EndReasons, req.Reason) {
+			v.Add("reason", "must be one of %s", strings.Join(domain.EndReasons, ", "))
+		}
+	}, func(ctx context.Context, req *payrollEndSimulation) (int, any, error) {
+		code, err := s.app.SimulatePayrollEnded(ctx, partnerID(r), req.EnrollmentID, req.ChurchID, req.Reason)
 		return code, nil, err
 	})
 }

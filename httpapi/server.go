@@ -98,10 +98,16 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
 	partner(http.MethodGet, "/v1/events", s.listEvents)
+	partner(http.MethodGet, "/v1/events/{id}", s.getEvent)
+	partner(http.MethodGet, "/v1/event_types", s.listEventTypes)
 	partner(http.MethodPost, "/v1/donor_sessions", s.createSession)
 	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
 	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
 	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
+	partner(http.MethodPost, "/v1/enrollments/{id}/cancel", s.cancelEnrollment)
+	partner(http.MethodPost, "/v1/enrollments/{id}/pause", s.bodilessMove(s.app.PauseEnrollment))
+	partner(http.MethodPost, "/v1/enrollments/{id}/resume", s.bodilessMove(s.app.ResumeEnrollment))
+	partner(http.MethodPost, "/v1/enrollments/{id}/update", s.updateEnrollment)
 	for _, v := range vendorRoutes {
 		r.HandleFunc("/edge/"+v.kind, s.edge(v)).Methods(http.MethodPost)
 	}
@@ -109,6 +115,7 @@ func (s *Server) routes() {
 	// /sandbox path is an ordinary 404.
 	if s.app.HasSimulators() {
 		partner(http.MethodPost, "/sandbox/simulate/payroll-connected", s.simulatePayroll)
+		partner(http.MethodPost, "/sandbox/simulate/payroll-ended", s.simulatePayrollEnded)
 		partner(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
 		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}

@@ -74,7 +74,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if !ok {
+	// A re-consent session is the service's own, opened for an enrollment
+	// update; partners follow the enrollment, not it.
+	if !ok || sess.Purpose != domain.SessionPurposeEnroll {
 		writeError(w, r, domain.NotFound("donor session", id))
 		return
 	}

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -107,11 +105,7 @@ type testDeliveryView struct {
 // testWebhookEndpoint sends a test delivery at once. It takes no body; an
 // empty JSON object is accepted too.
 func (s *Server) testWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err == nil && len(bytes.TrimSpace(body)) > 0 {
-		err = decodeStrict(body, &struct{}{})
-	}
-	if err != nil {
+	if err := decodeOptional(r, &struct{}{}); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -152,13 +146,7 @@ func viewAttempt(a domain.DeliveryAttempt) attemptView {
 	if a.StatusCode != 0 {
 		v.StatusCode = &a.StatusCode
 	}
-	if a.NextAttemptAt != nil {
-		next := domain.FormatTime(*a.NextAttemptAt)
-		v.NextAttemptAt = &next
-	}
-	if a.Error != "" {
-		v.Error = &a.Error
-	}
+	v.NextAttemptAt, v.Error = optionalTime(a.NextAttemptAt), optional(a.Error)
 	return v
 }
 

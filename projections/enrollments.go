@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
@@ -14,6 +16,10 @@ var (
 	// "<partner>/<church id>/<seq>" → enrollment id, listing in creation
 	// order all of a partner's enrollments or one church's.
 	bucketEnrollmentOrder = bucket("enrollment_order")
+	// bucketConsentDue holds "<expires unix ms><partner>/<enrollment id>"
+	// for enrollments waiting for the donor's consent to a higher value, so
+	// the sweeper finds the requests past their time without a scan.
+	bucketConsentDue = bucket("enrollment_consent_due")
 )
 
 // EnrollmentView is an enrollment with the donor it belongs to.
@@ -23,8 +29,12 @@ type EnrollmentView struct {
 }
 
 func init() {
-	on("enrollment.created", applyEnrollment)
-	on("enrollment.activated", applyEnrollment)
+	for _, t := range []string{
+		"enrollment.created", "enrollment.activated", "enrollment.paused", "enrollment.resumed", "enrollment.canceled",
+		"enrollment.ended", "enrollment.update_requested", "enrollment.updated", "enrollment.update_expired", "enrollment.cancel_noted",
+	} {
+		on(t, applyEnrollment)
+	}
 }
 
 func enrollmentKey(partner, id string) []byte { return []byte(partner + "/" + id) }
@@ -43,7 +53,18 @@ func applyEnrollment(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 	if _, err := getJSON(b, key, &e); err != nil {
 		return err
 	}
+	due := tx.Bucket(bucketConsentDue)
+	if e.Pending != nil {
+		if err := due.Delete(timedKey(e.Pending.ExpiresAt, ev.PartnerID, e.ID)); err != nil {
+			return err
+		}
+	}
 	e.Apply(ev)
+	if e.Pending != nil {
+		if err := due.Put(timedKey(e.Pending.ExpiresAt, ev.PartnerID, e.ID), nil); err != nil {
+			return err
+		}
+	}
 	if created, ok := ev.Payload.(*domain.EnrollmentCreated); ok {
 		var s domain.Session
 		if _, err := getJSON(tx.Bucket(bucketSessions), sessionKey(ev.PartnerID, created.DonorSessionID), &s); err != nil {
@@ -99,4 +120,21 @@ func (s *Store) Enrollments(partner string, f EnrollmentFilter, after []byte, li
 		return err
 	})
 	return out, last, more, err
+}
+
+// EnrollmentRef names an enrollment.
+type EnrollmentRef struct {
+	PartnerID    string
+	EnrollmentID string
+}
+
+// ConsentsDue lists enrollments whose wait for the donor's consent to a
+// higher value ran out at or before now, at most limit of them.
+func (s *Store) ConsentsDue(now time.Time, limit int) ([]EnrollmentRef, error) {
+	partners, ids, err := s.due(bucketConsentDue, now, limit)
+	out := make([]EnrollmentRef, len(ids))
+	for i := range ids {
+		out[i] = EnrollmentRef{PartnerID: partners[i], EnrollmentID: ids[i]}
+	}
+	return out, err
 }

@@ -50,8 +50,8 @@ func indexFeed(tx *bolt.Tx, rec eventlog.Record) error {
 	return tx.Bucket(bucketFeedTypes).Put(seqKey(feedTypePrefix(rec.Partner, rec.Type), rec.Seq), nil)
 }
 
-// FeedItem is one event of a partner's feed.
-type FeedItem struct {
+// FeedEntry is one event of a partner's feed.
+type FeedEntry struct {
 	Seq  uint64
 	Data []byte
 }
@@ -60,9 +60,9 @@ type FeedItem struct {
 // after, oldest first, of the given types (every type when none), and
 // whether more follow. With several types, each type's index is walked for
 // limit+1 entries and the walks are merged, so the cost follows the page.
-func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([]FeedItem, bool, error) {
+func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([]FeedEntry, bool, error) {
 	var (
-		out  []FeedItem
+		out  []FeedEntry
 		more bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
@@ -76,11 +76,11 @@ func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([
 		if len(seqs) > limit {
 			seqs, more = seqs[:limit], true
 		}
-		out = make([]FeedItem, len(seqs))
+		out = make([]FeedEntry, len(seqs))
 		prefix := feedPrefix(partner)
 		for i, seq := range seqs {
 			// bbolt's values live only as long as the transaction.
-			out[i] = FeedItem{Seq: seq, Data: bytes.Clone(feed.Get(seqKey(prefix, seq)))}
+			out[i] = FeedEntry{Seq: seq, Data: bytes.Clone(feed.Get(seqKey(prefix, seq)))}
 		}
 		return nil
 	})
@@ -119,4 +119,14 @@ func mergeSorted(a, b []uint64) []uint64 {
 		}
 	}
 	return append(append(out, a...), b...)
+}
+
+// FeedItem returns the envelope of the partner's public event at seq.
+func (s *Store) FeedItem(partner string, seq uint64) ([]byte, bool, error) {
+	var data []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		data = bytes.Clone(tx.Bucket(bucketFeed).Get(seqKey(feedPrefix(partner), seq)))
+		return nil
+	})
+	return data, data != nil, err
 }

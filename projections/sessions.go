@@ -34,7 +34,8 @@ func init() {
 	for _, t := range []string{
 		"donor_session.created", "donor_session.opened", "donor_session.code_sent", "donor_session.code_rejected",
 		"donor_session.phone_verified", "donor_session.locked", "donor_session.consented", "donor_session.kyc_decided",
-		"donor_session.payroll_failed", "donor_session.completed", "donor_session.expired",
+		"donor_session.payroll_failed", "donor_session.completed", "donor_session.expired", "donor_session.declined",
+		"donor_session.reconsent_expired",
 	} {
 		on(t, applySession)
 	}
@@ -42,10 +43,30 @@ func init() {
 
 func sessionKey(partner, id string) []byte { return []byte(partner + "/" + id) }
 
-func expiryKey(s domain.Session) []byte {
-	k := make([]byte, 8, 8+len(s.PartnerID)+1+len(s.ID))
-	binary.BigEndian.PutUint64(k, uint64(s.ExpiresAt.UnixMilli()))
-	return append(k, sessionKey(s.PartnerID, s.ID)...)
+func expiryKey(s domain.Session) []byte { return timedKey(s.ExpiresAt, s.PartnerID, s.ID) }
+
+// timedKey is an entry of a time index: "<unix ms><partner>/<id>", so that
+// the entries due by a time are a prefix of the bucket in key order.
+func timedKey(at time.Time, partner, id string) []byte {
+	k := make([]byte, 8, 8+len(partner)+1+len(id))
+	binary.BigEndian.PutUint64(k, uint64(at.UnixMilli()))
+	return append(k, partner+"/"+id...)
+}
+
+// due lists the partner and id of a time index's entries at or before now,
+// at most limit of them.
+func (s *Store) due(bucket []byte, now time.Time, limit int) (partners, ids []string, err error) {
+	end := make([]byte, 8)
+	binary.BigEndian.PutUint64(end, uint64(now.UnixMilli()))
+	err = s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, _ := c.First(); k != nil && len(ids) < limit && bytes.Compare(k[:8], end) <= 0; k, _ = c.Next() {
+			partner, id, _ := strings.Cut(string(k[8:]), "/")
+			partners, ids = append(partners, partner), append(ids, id)
+		}
+		return nil
+	})
+	return partners, ids, err
 }
 
 func applySession(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
@@ -119,17 +140,11 @@ type SessionRef struct {
 // DueSessions lists open sessions whose url expired at or before now, at
 // most limit of them.
 func (s *Store) DueSessions(now time.Time, limit int) ([]SessionRef, error) {
-	var out []SessionRef
-	end := make([]byte, 8)
-	binary.BigEndian.PutUint64(end, uint64(now.UnixMilli()))
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketSessionExpiry).Cursor()
-		for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k[:8], end) <= 0; k, _ = c.Next() {
-			partner, id, _ := strings.Cut(string(k[8:]), "/")
-			out = append(out, SessionRef{PartnerID: partner, SessionID: id})
-		}
-		return nil
-	})
+	partners, ids, err := s.due(bucketSessionExpiry, now, limit)
+	out := make([]SessionRef, len(ids))
+	for i := range ids {
+		out[i] = SessionRef{PartnerID: partners[i], SessionID: ids[i]}
+	}
 	return out, err
 }
 

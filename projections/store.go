@@ -29,7 +29,8 @@ var (
 //
 //	1: the first layout (no schema key)
 //	2: the feed table
-//	3: the donors index (the vault sweep keeps only referenced phones)
+//	3: the donors index (the vault sweep keeps only referenced phones) and
+//	   the public events by id (GET /v1/events/{id})
 const Schema = 3
 
 // Store is the open bbolt file plus what the projector has applied to it.

@@ -86,6 +86,14 @@ func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID
 	})
 }
 
+// PayrollEnded sends the payroll provider's notice that the donor's
+// deduction ended: reason is left_employer or deposit_switch_reverted.
+func (s *Simulator) PayrollEnded(ctx context.Context, enrollmentID, churchID, reason string) (int, error) {
+	return s.send(ctx, "payroll", "deposit_switch.ended", s.secrets.Payroll, map[string]string{
+		"enrollment_id": enrollmentID, "church_id": churchID, "reason": reason,
+	})
+}
+
 // Deposit is a simulated bank credit.
 type Deposit struct {
 	ChurchID   string

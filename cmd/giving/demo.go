@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/internal/stack"
 )
 
 // demoRecord remembers the demo partner across restarts. It holds no key:
@@ -18,7 +18,11 @@ type demoRecord struct {
 	PartnerID string `json:"partner_id"`
 }
 
-func printDemo(ctx context.Context, ops *app.Operators, dataDir, public string, stdout io.Writer) error {
+// printDemo creates the demo partner the first time, issues a fresh key,
+// waits until the instance's projections know it (so the key works the
+// moment it is shown), and prints it.
+func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, stdout io.Writer) error {
+	ops := st.Operators
 	path := filepath.Join(dataDir, "demo-partner.json")
 	var rec demoRecord
 	if data, err := os.ReadFile(path); err == nil {
@@ -36,6 +40,9 @@ func printDemo(ctx context.Context, ops *app.Operators, dataDir, public string, 
 			return fmt.Errorf("demo partner: %w", err)
 		}
 	} else if key, err = ops.IssueKey(ctx, rec.PartnerID); err != nil {
+		return fmt.Errorf("demo partner key: %w", err)
+	}
+	if err := st.Projector.CatchUp(ctx); err != nil {
 		return fmt.Errorf("demo partner key: %w", err)
 	}
 	fmt.Fprintf(stdout, `

@@ -154,7 +154,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			eventlog.RedactURL(url), filepath.Join(f.ledger.data, eventlog.NATSTokenFile))
 	}
 	if f.demo {
-		if err := printDemo(ctx, st.Operators, f.ledger.data, public, stdout); err != nil {
+		if err := printDemo(ctx, st, f.ledger.data, public, stdout); err != nil {
 			return err
 		}
 	}

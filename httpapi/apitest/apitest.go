@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -166,6 +167,9 @@ func (c *Client) Send(req *http.Request, raw []byte) *Response {
 	vreq := req.Clone(context.Background())
 	vreq.Body = io.NopCloser(bytes.NewReader(raw))
 	CheckResponse(c.TB, vreq, resp.StatusCode, resp.Header, body)
+	if p := req.URL.Path; req.Method == http.MethodGet && resp.StatusCode == http.StatusOK && (p == "/v1/events" || strings.HasPrefix(p, "/v1/events/")) {
+		checkFeedEvents(c.TB, p, body)
+	}
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 

@@ -1,14 +1,17 @@
 package apitest_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -128,4 +131,81 @@ func jsonFields(rt reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// The payload schemas of the document are the ones GET /v1/event_types
+// serves (httpapi.EventTypes, reflected from the domain payload structs):
+// the same JSON Schema, keyword for keyword. Each served schema stands
+// alone (no $ref), declares draft 2020-12, and compiles.
+func TestPayloadSchemasAreTheEventCatalogues(t *testing.T) {
+	doc := apitest.Document(t)
+	var raw struct {
+		Components struct {
+			Schemas map[string]any `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(httpapi.OpenAPIYAML, &raw); err != nil {
+		t.Fatal(err)
+	}
+	types := httpapi.EventTypes()
+	if len(types) != len(domain.PublicEventTypes()) {
+		t.Fatalf("%d event types served, %d public", len(types), len(domain.PublicEventTypes()))
+	}
+	for _, et := range types {
+		t.Run(et.Type, func(t *testing.T) {
+			spec, _ := domain.EventTypeSpec(et.Type)
+			if et.Summary != spec.Summary {
+				t.Errorf("summary %q, the catalogue says %q", et.Summary, spec.Summary)
+			}
+			served := normalJSON(t, et.PayloadSchema)
+			if served["$schema"] != "https://json-schema.org/draft/2020-12/schema" {
+				t.Errorf("$schema %v", served["$schema"])
+			}
+			if strings.Contains(string(et.PayloadSchema), `"$ref"`) {
+				t.Errorf("the schema is not standalone: %s", et.PayloadSchema)
+			}
+			if schemas, err := apitest.PayloadSchemas(); err != nil || schemas[et.Type] == nil {
+				t.Errorf("the schema does not compile: %v", err)
+			}
+			delete(served, "$schema")
+
+			ref := documentedPayload(t, doc, et.Type)
+			name := strings.TrimPrefix(ref, "#/components/schemas/")
+			documented, err := json.Marshal(raw.Components.Schemas[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := normalJSON(t, documented); !reflect.DeepEqual(got, served) {
+				want, _ := json.MarshalIndent(served, "", "  ")
+				t.Errorf("components.schemas.%s differs from the served payload schema:\n%s\nwant:\n%s", name, documented, want)
+			}
+		})
+	}
+}
+
+// documentedPayload is the reference the document's Event variant of typ
+// makes for its payload.
+func documentedPayload(t *testing.T, doc *openapi3.T, typ string) string {
+	t.Helper()
+	for _, ref := range doc.Components.Schemas["Event"].Value.OneOf {
+		if eventTypeConst(t, ref.Value) == typ {
+			if p := ref.Value.Properties["payload"]; p != nil && p.Ref != "" {
+				return p.Ref
+			}
+			t.Fatalf("the %s variant's payload is not a reference to a components schema", typ)
+		}
+	}
+	t.Fatalf("no Event variant for %s", typ)
+	return ""
+}
+
+// normalJSON decodes JSON into plain maps, so that two documents compare
+// by content whatever their key order or number formatting.
+func normalJSON(t *testing.T, data []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	return m
 }

@@ -11,7 +11,8 @@ import (
 
 // The sandbox simulators. Each builds the vendor's webhook, signs it with
 // the sandbox vendor secret and sends it over HTTP to the service's own
-// edge; the answer is whatever the edge said, rejections included. A church
+// edge; the answer is whatever the edge said, rejections included, with the
+// edge's problem body when it refused. A church
 // that is not the caller's is not found, and nothing is sent.
 
 // ErrEdgeUnreachable means a simulator could not reach the service's own
@@ -40,16 +41,16 @@ func (s *Service) unreachable(err error) error {
 }
 
 // SimulatePayrollConnected sends the payroll provider's confirmation of a
-// donor's deposit switch and returns the edge's status code.
-func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (int, error) {
+// donor's deposit switch and returns the edge's answer.
+func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (simulators.Answer, error) {
 	if err := s.simulate(partner, churchID); err != nil {
-		return 0, err
+		return simulators.Answer{}, err
 	}
-	code, err := s.simulator.PayrollConnected(ctx, enrollmentID, churchID)
+	answer, err := s.simulator.PayrollConnected(ctx, enrollmentID, churchID)
 	if err != nil {
-		return 0, s.unreachable(err)
+		return answer, s.unreachable(err)
 	}
-	return code, nil
+	return answer, nil
 }
 
 // SimulatedDeposit is a bank credit to simulate; Amount is passed to the
@@ -73,14 +74,16 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 	return res, nil
 }
 
-// SimulateKYC sends the identity verifier's decision about a donor.
-func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (int, error) {
+// SimulateKYC sends the identity verifier's decision about a donor. The
+// edge refuses it (409) unless one of the donor's sessions is waiting for
+// identity verification.
+func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (simulators.Answer, error) {
 	if err := s.simulate(partner, churchID); err != nil {
-		return 0, err
+		return simulators.Answer{}, err
 	}
-	code, err := s.simulator.KYC(ctx, churchID, donorID, outcome)
+	answer, err := s.simulator.KYC(ctx, churchID, donorID, outcome)
 	if err != nil {
-		return 0, s.unreachable(err)
+		return answer, s.unreachable(err)
 	}
-	return code, nil
+	return answer, nil
 }

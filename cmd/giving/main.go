@@ -6,6 +6,8 @@
 //	giving replay                     rebuild the projections from the ledger
 //	giving certify --base-url --api-key   run the certification sequence against a sandbox
 //	giving donors forget dn_...       erase a donor's phone for good
+//	giving sandbox complete-flow URL  complete a donor's hosted flow; print the enrollment
+//	giving sandbox receive            a local webhook receiver that verifies and prints
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -56,6 +58,8 @@ commands:
   replay             rebuild the projections from the ledger
   certify            run the certification sequence against a sandbox
   donors forget      erase a donor's phone number for good
+  sandbox complete-flow URL   complete a donor's hosted flow (sandbox answers); print the enrollment id
+  sandbox receive    a local webhook receiver that verifies every delivery and prints it
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -78,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSub(ctx, "donors", rest, stdout, stderr, map[string]subcommand{"forget": runDonorsForget})
 	case "certify":
 		return runCertify(ctx, rest, stdout, stderr)
+	case "sandbox":
+		return runSub(ctx, "sandbox", rest, stdout, stderr, map[string]subcommand{"complete-flow": runCompleteFlow, "receive": runReceive})
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/partnergiving/giving/sandbox"
+)
+
+// runCompleteFlow completes a donor's hosted flow through its HTML forms
+// (package sandbox) and prints the enrollment it created, so a script or a
+// partner's CI can go on to payroll-connected and the feed.
+func runCompleteFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("giving sandbox complete-flow", flag.ContinueOnError)
+	var a sandbox.Answers
+	fs.StringVar(&a.PhoneCode, "phone-code", "000000", "the SMS code to enter (the sandbox's is always 000000)")
+	fs.StringVar(&a.Username, "username", "user_good", "payroll sign-in username (user_bad fails)")
+	fs.StringVar(&a.Password, "password", "pass_good", "payroll sign-in password")
+	key := fs.String("api-key", "", "sandbox API key (sk_test_...) of the partner that opened the session (required)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait, identity verification included")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: giving sandbox complete-flow URL --api-key sk_test_... [flags]")
+		fs.PrintDefaults()
+	}
+	var flowURL string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		flowURL, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if flowURL == "" {
+		return usageError{"usage: giving sandbox complete-flow URL --api-key sk_test_... (URL is the donor session's url)"}
+	}
+	base, err := sandbox.FlowBase(flowURL)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if !strings.HasPrefix(*key, "sk_test_") {
+		return usageError{"--api-key must be the partner's sandbox key (sk_test_...); it reads the enrollment the flow created"}
+	}
+	api, err := sandbox.NewClient(base, *key)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	res, err := sandbox.CompleteFlow(ctx, flowURL, a, func(h string) { fmt.Fprintf(stderr, "flow: %s\n", h) })
+	if err != nil {
+		return err
+	}
+	if !res.Completed() {
+		return fmt.Errorf("session %s ended %s", res.SessionID, res.Status)
+	}
+	en, err := api.SessionEnrollment(ctx, res.SessionID, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, en)
+	return nil
+}
+
+// runReceive is a local webhook receiver: it verifies every delivery by
+// the spec's rules and prints it, for trying webhooks by hand.
+func runReceive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("giving sandbox receive", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9000", "address to listen on")
+	secret := fs.String("secret", "", "the endpoint's whsec_ secret, to verify signatures with (required)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(*secret, "whsec_") {
+		return usageError{"--secret must be the endpoint's whsec_ secret, shown when it was registered"}
+	}
+	r, err := sandbox.Listen(*listen, stdout)
+	if err != nil {
+		return err
+	}
+	r.SetSecret(*secret)
+	fmt.Fprintf(stderr, "receiving webhooks on http://%s (any path); Ctrl-C stops\n", r.Addr())
+	<-ctx.Done()
+	r.Close()
+	return nil
+}

@@ -303,7 +303,7 @@ func (c *certifier) awaitWebhook(ctx context.Context, eventType string, match fu
 	} else {
 		for _, a := range log.Data { // newest first
 			if a.EventType == eventType {
-				cause = fmt.Sprintf("the last attempt to %s was %s: %s", c.f.WebhookURL, a.Outcome, deliveryFailure(a.StatusCode, a.Error))
+				cause = fmt.Sprintf("the last attempt to deliver it to %s: %s (outcome %s)", c.f.WebhookURL, deliveryFailure(a.StatusCode, a.Error), a.Outcome)
 				break
 			}
 		}

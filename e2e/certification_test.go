@@ -3,7 +3,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -222,4 +225,87 @@ func TestCertifyCommand(t *testing.T) {
 	if r.Code == 0 || !strings.Contains(r.Stdout, "[FAIL] 1.") || !strings.Contains(r.Stdout, "401") || !strings.Contains(r.Stdout, "Result: FAILED") {
 		t.Fatalf("certify with a bad key: exit %d\n%s", r.Code, r.Stdout)
 	}
+}
+
+// Every way certify can fail names its cause: the receiver's error or
+// answer, an address without a scheme, a service that is not there, a
+// redirect_url off the allowlist.
+func TestCertifyNamesTheCause(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t, "https://localhost")
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	closed := closedAddr(t)
+	// A receiver in front of certify's own that passes the test delivery on
+	// and fails every other: step 3 waits in vain and reads why from the
+	// delivery log.
+	listen := closedAddr(t)
+	picky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"event_type":"webhook_endpoint.test"`)) {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+listen+"/webhooks", bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer picky.Close()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{"unreachable receiver", []string{"--base-url", ts.URL, "--webhook-url", "http://" + closed + "/hooks"}, 1,
+			[]string{"[FAIL] 1.", "http://" + closed + "/hooks was not delivered: could not connect to the receiver", "Result: FAILED"}},
+		{"receiver answers 503", []string{"--base-url", ts.URL, "--webhook-url", refusing.URL + "/hooks"}, 1,
+			[]string{"[FAIL] 1.", "the receiver answered 503"}},
+		{"webhooks failing after the test", []string{"--base-url", ts.URL, "--webhook-listen", listen, "--webhook-url", picky.URL + "/hooks"}, 1,
+			[]string{"[PASS] 2.", "[FAIL] 3.", "enrollment.created did not reach the receiver", "the last attempt to deliver it to " + picky.URL + "/hooks: the receiver answered 500 (outcome failed)"}},
+		{"service not running", []string{"--base-url", "http://" + closed}, 1,
+			[]string{"[FAIL] 1.", "could not be reached (is it running, and is that its address?)"}},
+		{"redirect_url off the allowlist", []string{"--base-url", ts.URL, "--redirect-url", "https://elsewhere.example/done"}, 1,
+			[]string{"[PASS] 2.", "[FAIL] 3.", "answered 422", "redirect_url"}},
+		{"base URL without a scheme", []string{"--base-url", strings.TrimPrefix(ts.URL, "http://")}, 2,
+			[]string{"--base-url", "is not an absolute http(s) URL (did you mean " + ts.URL + "?)"}},
+		{"webhook URL without a scheme", []string{"--base-url", ts.URL, "--webhook-url", closed + "/hooks"}, 2,
+			[]string{"--webhook-url", "did you mean http://" + closed + "/hooks?"}},
+		{"a live key", []string{"--base-url", ts.URL, "--api-key", "sk_live_" + strings.Repeat("x", 32)}, 2,
+			[]string{"--api-key must be a sandbox key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"certify", "--api-key", c.Key, "--timeout", "5s"}, tc.args...)
+			r := runCLI(t, nil, args...)
+			out := r.Stdout + r.Stderr
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d:\n%s", r.Code, tc.code, out)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -374,18 +374,14 @@ func (c *certifier) stepDedup(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d webhook deliveries and 1 feed read of %d distinct events; %d duplicates were no-ops", deliveries, unique, duplicates), nil
 }
 
-// deliveryFailure says why a test delivery failed: the receiver's answer,
-// or the error reaching it.
+// deliveryFailure says why a delivery failed: the service's account of
+// it (the receiver's answer, or the error reaching it), else the status.
 func deliveryFailure(status *int, errText *string) string {
-	var parts []string
-	if status != nil {
-		parts = append(parts, fmt.Sprintf("the receiver answered %d", *status))
+	switch {
+	case errText != nil && *errText != "":
+		return *errText
+	case status != nil:
+		return fmt.Sprintf("the receiver answered %d", *status)
 	}
-	if errText != nil && *errText != "" {
-		parts = append(parts, *errText)
-	}
-	if len(parts) == 0 {
-		return "no reason given"
-	}
-	return strings.Join(parts, ": ")
+	return "no reason given"
 }

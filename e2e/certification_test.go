@@ -270,7 +270,7 @@ func TestCertifyNamesTheCause(t *testing.T) {
 		{"receiver answers 503", []string{"--base-url", ts.URL, "--webhook-url", refusing.URL + "/hooks"}, 1,
 			[]string{"[FAIL] 1.", "the receiver answered 503"}},
 		{"webhooks failing after the test", []string{"--base-url", ts.URL, "--webhook-listen", listen, "--webhook-url", picky.URL + "/hooks"}, 1,
-			[]string{"[PASS] 2.", "[FAIL] 3.", "enrollment.created did not reach the receiver", "the last attempt to deliver it to " + picky.URL + "/hooks: the receiver answered 500 (outcome failed)"}},
+			[]string{"[PASS] 2.", "[FAIL] 3.", "enrollment.created did not reach the receiver", "the last attempt to deliver it to " + picky.URL + "/hooks: the receiver answered 500 Internal Server Error (outcome failed)"}},
 		{"service not running", []string{"--base-url", "http://" + closed}, 1,
 			[]string{"[FAIL] 1.", "could not be reached (is it running, and is that its address?)"}},
 		{"redirect_url off the allowlist", []string{"--base-url", ts.URL, "--redirect-url", "https://elsewhere.example/done"}, 1,

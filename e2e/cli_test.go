@@ -234,23 +234,37 @@ func TestServeDemo(t *testing.T) {
 	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	key := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
 	pid := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]
-	if !strings.Contains(srv.Stdout.String(), "curl -s "+srv.URL+"/v1/churches/import") {
-		t.Fatalf("no curl example:\n%s", srv.Stdout)
+	if !strings.Contains(srv.Stdout.String(), "  export B="+srv.URL+" K="+key+"\n") || !strings.Contains(srv.Stdout.String(), "curl -s $B/v1/churches/import") {
+		t.Fatalf("no export line and curl example:\n%s", srv.Stdout)
 	}
 	waitStatus(t, srv.URL, key, 200)
 	if code := srv.terminate(t); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	// A second start keeps the partner and issues a fresh key.
+	// A second start keeps the partner, issues a fresh key and revokes the
+	// one the first start printed: one demo key is valid at a time.
 	srv = startServer(t, dir, nil, "--demo")
 	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	if got := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]; got != pid {
 		t.Fatalf("demo partner %s, then %s", pid, got)
 	}
-	if again := keyLine.FindStringSubmatch(srv.Stdout.String())[1]; again == key {
+	again := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
+	if again == key {
 		t.Fatal("the same key shown twice")
 	}
-	waitStatus(t, srv.URL, key, 200)
+	waitStatus(t, srv.URL, again, 200)
+	waitStatus(t, srv.URL, key, 401)
+	// An operator may have revoked the printed key already: the next start
+	// still comes up.
+	if r := runCLI(t, []string{"GIVING_DATA=" + dir}, "keys", "revoke", "--key-prefix", again[:len("sk_test_")+8]); r.Code != 0 {
+		t.Fatalf("revoke: %d %s", r.Code, r.Stderr)
+	}
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	srv = startServer(t, dir, nil, "--demo")
+	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitStatus(t, srv.URL, keyLine.FindStringSubmatch(srv.Stdout.String())[1], 200)
 }
 
 func TestReplayOfflineAndOnline(t *testing.T) {

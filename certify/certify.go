@@ -242,7 +242,7 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c.sessionID = s.ID
-	res, err := sandbox.CompleteFlow(ctx, s.URL, sandbox.Answers{}, nil)
+	res, err := sandbox.CompleteFlow(ctx, s.URL)
 	if err != nil {
 		return "", fmt.Errorf("hosted flow of session %s: %w", s.ID, err)
 	}

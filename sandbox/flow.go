@@ -43,34 +43,58 @@ func (a Answers) withDefaults() Answers {
 type FlowResult struct {
 	SessionID string
 	// Status is the session's status the page reports: completed or
-	// declined.
+	// declined; or waiting, when the donor stopped at identity verification
+	// (Donor.StopAtIdentity), and SessionID is not known yet.
 	Status string
 }
 
 // Completed reports whether the donor reached the confirmation page.
 func (r FlowResult) Completed() bool { return r.Status == "completed" }
 
-// waitEvery is how often CompleteFlow checks again while the donor waits
-// for identity verification (the pages' own script starts at 5 s; a test
+// FlowWaiting is FlowResult.Status when the donor stopped where identity
+// verification is pending.
+const FlowWaiting = "waiting"
+
+// waitEvery is how often the donor checks again while identity
+// verification is pending (the pages' own script starts at 5 s; a test
 // tool may be keener).
 const waitEvery = time.Second
 
-// CompleteFlow walks the hosted flow at start through its HTML forms as a
-// browser without JavaScript would: it asks for a code and enters it, ticks
-// both consents, picks the first payroll provider and signs in. While
-// identity verification is pending it follows the page's "Check again" link
-// until ctx ends. progress, when set, hears each page's heading as it
-// arrives.
-//
-// It ends at the confirmation page (Status completed), at the declined page
-// (Status declined), or with an error naming the page it stopped at.
-func CompleteFlow(ctx context.Context, start string, a Answers, progress func(heading string)) (FlowResult, error) {
-	a = a.withDefaults()
+// Donor is a donor's browser without JavaScript, walking a hosted flow
+// through its HTML forms: it asks for a code and enters it, ticks both
+// consents, picks the first payroll provider and signs in.
+type Donor struct {
+	Answers
+	// Jar is the browser's cookie jar, which the flow binds the session to;
+	// nil means a fresh one. Keep it (SaveJar) to continue a flow later.
+	Jar http.CookieJar
+	// StopAtIdentity ends the walk where the donor waits for identity
+	// verification, so the identity simulator can decide it; by default
+	// the donor follows the page's "Check again" link until ctx ends.
+	StopAtIdentity bool
+	// Progress, when set, hears each page's heading as it arrives.
+	Progress func(heading string)
+}
+
+// CompleteFlow walks the hosted flow at start with the sandbox's seed
+// answers (see Donor).
+func CompleteFlow(ctx context.Context, start string) (FlowResult, error) {
+	return (&Donor{}).CompleteFlow(ctx, start)
+}
+
+// CompleteFlow walks the flow at start. It ends at the confirmation page
+// (Status completed), at the declined page (Status declined), where
+// identity verification is pending if asked to (Status waiting), or with
+// an error naming the page it stopped at and why.
+func (d *Donor) CompleteFlow(ctx context.Context, start string) (FlowResult, error) {
 	if _, err := AbsoluteURL(start); err != nil {
 		return FlowResult{}, fmt.Errorf("flow url: %w", err)
 	}
-	jar, _ := cookiejar.New(nil)
-	w := &walker{hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}, answers: a, progress: progress}
+	jar := d.Jar
+	if jar == nil {
+		jar, _ = cookiejar.New(nil)
+	}
+	w := &walker{hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}, answers: d.Answers.withDefaults(), progress: d.Progress}
 	doc, err := w.get(ctx, start)
 	if err != nil {
 		return FlowResult{}, err
@@ -93,6 +117,9 @@ func CompleteFlow(ctx context.Context, start string, a Answers, progress func(he
 		}
 		if !isWaitPage(doc) {
 			return FlowResult{}, fmt.Errorf("stopped at %q, a page with no form to fill", heading(doc))
+		}
+		if d.StopAtIdentity {
+			return FlowResult{Status: FlowWaiting}, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -41,7 +41,7 @@ func ParseEvent(raw []byte) (Event, error) {
 // it verifies every delivery's Service-Signature (HMAC-SHA256 over
 // "<t>.<raw body>", at most 300 s old, compared in constant time), answers
 // 401 to one that fails, and acts once per event_id, counting repeats.
-// It accepts POSTs on any path.
+// It accepts POSTs on any path, and answers a GET to say it is up.
 type Receiver struct {
 	addr string
 	srv  *http.Server
@@ -83,6 +83,11 @@ func (r *Receiver) SetSecret(s string) {
 }
 
 func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodGet {
+		// Lets a script wait until the receiver listens.
+		fmt.Fprintln(w, "receiving webhooks")
+		return
+	}
 	if req.Method != http.MethodPost {
 		http.Error(w, "webhook deliveries are POSTs", http.StatusMethodNotAllowed)
 		return

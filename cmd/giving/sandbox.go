@@ -13,14 +13,18 @@ import (
 
 // runCompleteFlow completes a donor's hosted flow through its HTML forms
 // (package sandbox) and prints the enrollment it created, so a script or a
-// partner's CI can go on to payroll-connected and the feed.
+// partner's CI can go on to payroll-connected and the feed. With
+// --stop-at-identity it stops where the donor waits for the identity
+// simulator; run again with the same --state, it continues.
 func runCompleteFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("giving sandbox complete-flow", flag.ContinueOnError)
-	var a sandbox.Answers
-	fs.StringVar(&a.PhoneCode, "phone-code", "000000", "the SMS code to enter (the sandbox's is always 000000)")
-	fs.StringVar(&a.Username, "username", "user_good", "payroll sign-in username (user_bad fails)")
-	fs.StringVar(&a.Password, "password", "pass_good", "payroll sign-in password")
-	key := fs.String("api-key", "", "sandbox API key (sk_test_...) of the partner that opened the session (required)")
+	var d sandbox.Donor
+	fs.StringVar(&d.PhoneCode, "phone-code", "000000", "the SMS code to enter (the sandbox's is always 000000)")
+	fs.StringVar(&d.Username, "username", "user_good", "payroll sign-in username (user_bad fails)")
+	fs.StringVar(&d.Password, "password", "pass_good", "payroll sign-in password")
+	fs.BoolVar(&d.StopAtIdentity, "stop-at-identity", false, "stop where the donor waits for identity verification (decide it with POST /sandbox/simulate/kyc, then run again with the same --state)")
+	state := fs.String("state", "", "file keeping the donor's browser (its session cookie), to continue the flow in a later run")
+	key := fs.String("api-key", "", "sandbox API key (sk_test_...) of the partner that opened the session, to read the enrollment (required)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait, identity verification included")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: giving sandbox complete-flow URL --api-key sk_test_... [flags]")
@@ -40,6 +44,9 @@ func runCompleteFlow(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if d.StopAtIdentity && *state == "" {
+		return usageError{"--stop-at-identity needs --state FILE, to continue the same donor's flow afterwards"}
+	}
 	if !strings.HasPrefix(*key, "sk_test_") {
 		return usageError{"--api-key must be the partner's sandbox key (sk_test_...); it reads the enrollment the flow created"}
 	}
@@ -47,13 +54,25 @@ func runCompleteFlow(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if *state != "" {
+		if d.Jar, err = sandbox.LoadJar(*state, flowURL); err != nil {
+			return err
+		}
+	}
+	d.Progress = func(h string) { fmt.Fprintf(stderr, "flow: %s\n", h) }
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := sandbox.CompleteFlow(ctx, flowURL, a, func(h string) { fmt.Fprintf(stderr, "flow: %s\n", h) })
-	if err != nil {
-		return err
+	res, err := d.CompleteFlow(ctx, flowURL)
+	if err == nil && *state != "" {
+		err = sandbox.SaveJar(*state, flowURL, d.Jar)
 	}
-	if !res.Completed() {
+	switch {
+	case err != nil:
+		return err
+	case res.Status == sandbox.FlowWaiting:
+		fmt.Fprintln(stderr, "flow: stopped; the donor waits for identity verification")
+		return nil
+	case !res.Completed():
 		return fmt.Errorf("session %s ended %s", res.SessionID, res.Status)
 	}
 	en, err := api.SessionEnrollment(ctx, res.SessionID, 10*time.Second)

@@ -3,8 +3,8 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -237,11 +237,12 @@ func TestCertifyNamesTheCause(t *testing.T) {
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 	}))
 	defer refusing.Close()
-	closed := closedAddr(t)
+	ports := freePorts(t, 2) // nothing listens on them
+	closed := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	// A receiver in front of certify's own that passes the test delivery on
 	// and fails every other: step 3 waits in vain and reads why from the
 	// delivery log.
-	listen := closedAddr(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", ports[1])
 	picky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if !bytes.Contains(body, []byte(`"event_type":"webhook_endpoint.test"`)) {
@@ -296,16 +297,4 @@ func TestCertifyNamesTheCause(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }

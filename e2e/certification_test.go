@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/partnergiving/giving/domain"
 )
 
 // integration is what a partner's webhook handler does with deliveries:
@@ -296,5 +297,47 @@ func TestCertifyNamesTheCause(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// giving sandbox complete-flow, against a running stack: the enrollment on
+// stdout; a declined donor, a wrong code, a refused payroll sign-in and a
+// url that is not a session's each end it non-zero, saying why.
+func TestSandboxCompleteFlowCommand(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t, "https://localhost")
+	church := importChurch(t, c, "Grace")
+	session := func(phone string) string {
+		return openSession(t, c, church, phone, "pct", "3", "https://localhost/done").URL
+	}
+	flow := func(url string, args ...string) cliResult {
+		return runCLI(t, nil, append([]string{"sandbox", "complete-flow", url, "--api-key", c.Key, "--timeout", "20s"}, args...)...)
+	}
+	ok := flow(session("+12025550100"))
+	if en := strings.TrimSpace(ok.Stdout); ok.Code != 0 || !domain.ValidID(domain.PrefixEnrollment, en) || !strings.Contains(ok.Stderr, "flow: You're all set") {
+		t.Fatalf("complete-flow: exit %d %q\n%s", ok.Code, ok.Stdout, ok.Stderr)
+	}
+	for _, tc := range []struct {
+		name string
+		r    cliResult
+		code int
+		want string
+	}{
+		{"declined donor", flow(session("+12025550102")), 1, "ended declined"},
+		{"wrong code", flow(session("+12025550100"), "--phone-code", "123456"), 1, `the flow refused the answers at "Confirm it's you": That code is not right`},
+		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "did not accept that username and password"},
+		{"stopping without --state", flow(session("+12025550100"), "--stop-at-identity"), 2, "--stop-at-identity needs --state"},
+		{"not a session url", flow(ts.URL + "/v1/donor_sessions"), 2, "is not a donor session's url"},
+		{"no key", runCLI(t, nil, "sandbox", "complete-flow", session("+12025550100")), 2, "--api-key must be"},
+	} {
+		if tc.r.Code != tc.code || !strings.Contains(tc.r.Stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", tc.name, tc.r.Code, tc.r.Stderr, tc.code, tc.want)
+		}
+	}
+	// The flow is bound to the first browser: a second one is told so.
+	url := session("+12025550100")
+	flow(url)
+	if r := flow(url); r.Code != 1 || !strings.Contains(r.Stderr, "the hosted flow answered 403") {
+		t.Errorf("a second browser: exit %d %q", r.Code, r.Stderr)
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // The sandbox simulators. Each builds the vendor's webhook, signs it with
 // the sandbox vendor secret and sends it over HTTP to the service's own
-// edge; the answer is whatever the edge said, rejections included. A church
+// edge; the answer is whatever the edge said, rejections included, with the
+// edge's problem body when it refused. A church
 // that is not the caller's is not found, and nothing is sent.
 
 // ErrEdgeUnreachable means a simulator could not reach the service's own
@@ -39,31 +40,32 @@ func (s *Service) unreachable(err error) error {
 	return ErrEdgeUnreachable
 }
 
-// simulateCode runs a simulator whose answer is the edge's status code.
-func (s *Service) simulateCode(partner, churchID string, send func(*simulators.Simulator) (int, error)) (int, error) {
+// simulateAnswer runs a simulator whose answer is the edge's: its status
+// code and, for a refusal, its problem body.
+func (s *Service) simulateAnswer(partner, churchID string, send func(*simulators.Simulator) (simulators.Answer, error)) (simulators.Answer, error) {
 	if err := s.simulate(partner, churchID); err != nil {
-		return 0, err
+		return simulators.Answer{}, err
 	}
-	code, err := send(s.simulator)
+	answer, err := send(s.simulator)
 	if err != nil {
-		return 0, s.unreachable(err)
+		return answer, s.unreachable(err)
 	}
-	return code, nil
+	return answer, nil
 }
 
 // SimulatePayrollConnected sends the payroll provider's confirmation of a
-// donor's deposit switch and returns the edge's status code.
-func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (int, error) {
-	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+// donor's deposit switch and returns the edge's answer.
+func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (simulators.Answer, error) {
+	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.PayrollConnected(ctx, enrollmentID, churchID)
 	})
 }
 
 // SimulatePayrollEnded sends the payroll provider's notice that a donor's
 // deduction ended (reason left_employer or deposit_switch_reverted) and
-// returns the edge's status code.
-func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (int, error) {
-	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+// returns the edge's answer.
+func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (simulators.Answer, error) {
+	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.PayrollEnded(ctx, enrollmentID, churchID, reason)
 	})
 }
@@ -89,9 +91,11 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 	return res, nil
 }
 
-// SimulateKYC sends the identity verifier's decision about a donor.
-func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (int, error) {
-	return s.simulateCode(partner, churchID, func(sim *simulators.Simulator) (int, error) {
+// SimulateKYC sends the identity verifier's decision about a donor. The
+// edge refuses it (409) unless one of the donor's sessions is waiting for
+// identity verification.
+func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (simulators.Answer, error) {
+	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.KYC(ctx, churchID, donorID, outcome)
 	})
 }

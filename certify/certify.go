@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/ksuid"
+	"github.com/partnergiving/giving/sandbox"
 )
 
 // Options configure a certification run.
@@ -55,27 +55,53 @@ type check struct {
 
 type certifier struct {
 	f      Options
-	api    *http.Client
-	recv   *certReceiver
+	api    *sandbox.Client
+	recv   *sandbox.Receiver
 	checks []check
 
 	endpointID string
 	churchIDs  []string
 	sessionID  string
 	enrollment string
-	activated  certEvent
+	activated  sandbox.Event
+}
+
+// Check reports a mistake in the options, before anything is sent.
+func (o Options) Check() error {
+	if _, err := sandbox.AbsoluteURL(o.BaseURL); err != nil {
+		return fmt.Errorf("--base-url: %w", err)
+	}
+	if !strings.HasPrefix(o.APIKey, "sk_test_") {
+		return errors.New("--api-key must be a sandbox key (sk_test_...): certification runs against a sandbox")
+	}
+	if o.WebhookURL != "" {
+		if _, err := sandbox.AbsoluteURL(o.WebhookURL); err != nil {
+			return fmt.Errorf("--webhook-url: %w", err)
+		}
+	}
+	if _, err := sandbox.AbsoluteURL(o.RedirectURL); err != nil {
+		return fmt.Errorf("--redirect-url: %w", err)
+	}
+	return nil
 }
 
 func newCertifier(f Options) (*certifier, error) {
-	recv, err := startCertReceiver(f.WebhookListen)
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
+	api, err := sandbox.NewClient(f.BaseURL, f.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	recv, err := sandbox.Listen(f.WebhookListen, nil)
 	if err != nil {
 		return nil, err
 	}
 	if f.WebhookURL == "" {
-		f.WebhookURL = "http://" + recv.addr + "/webhooks"
+		f.WebhookURL = "http://" + recv.Addr() + "/webhooks"
 	}
-	f.BaseURL = strings.TrimRight(f.BaseURL, "/")
-	return &certifier{f: f, api: &http.Client{Timeout: 30 * time.Second}, recv: recv}, nil
+	f.BaseURL = api.Base
+	return &certifier{f: f, api: api, recv: recv}, nil
 }
 
 func (c *certifier) pass(step int, name, detail string) {
@@ -145,65 +171,9 @@ func (c *certifier) close() {
 	if c.endpointID != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _, _ = c.call(ctx, http.MethodDelete, "/v1/webhook_endpoints/"+c.endpointID, nil)
+		_, _, _ = c.api.Call(ctx, http.MethodDelete, "/v1/webhook_endpoints/"+c.endpointID, nil)
 	}
-	c.recv.close()
-}
-
-// call sends an API request; POSTs carry a fresh Idempotency-Key.
-func (c *certifier) call(ctx context.Context, method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.f.BaseURL+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.f.APIKey)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Idempotency-Key", "certify-"+ksuid.New().String())
-	}
-	resp, err := c.api.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	return resp.StatusCode, data, err
-}
-
-// callJSON sends a request, requires status want, and decodes the answer.
-func (c *certifier) callJSON(ctx context.Context, method, path string, body any, want int, out any) error {
-	code, data, err := c.call(ctx, method, path, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if code != want {
-		return fmt.Errorf("%s %s answered %d, want %d: %s", method, path, code, want, firstLine(data))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	return nil
-}
-
-func firstLine(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
+	c.recv.Close()
 }
 
 func (c *certifier) stepEndpoint(ctx context.Context) (string, error) {
@@ -211,24 +181,26 @@ func (c *certifier) stepEndpoint(ctx context.Context) (string, error) {
 		ID     string `json:"id"`
 		Secret string `json:"secret"`
 	}
-	if err := c.callJSON(ctx, http.MethodPost, "/v1/webhook_endpoints", map[string]any{"url": c.f.WebhookURL, "event_types": []string{"*"}}, http.StatusCreated, &ep); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/webhook_endpoints", map[string]any{"url": c.f.WebhookURL, "event_types": []string{"*"}}, http.StatusCreated, &ep); err != nil {
 		return "", err
 	}
 	c.endpointID = ep.ID
 	if !strings.HasPrefix(ep.Secret, "whsec_") {
 		return "", fmt.Errorf("the endpoint's secret %q does not start with whsec_", ep.Secret)
 	}
-	c.recv.setSecret(ep.Secret)
+	c.recv.SetSecret(ep.Secret)
 	var test struct {
-		Delivered bool `json:"delivered"`
+		Delivered  bool    `json:"delivered"`
+		StatusCode *int    `json:"status_code"`
+		Error      *string `json:"error"`
 	}
-	if err := c.callJSON(ctx, http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/test", nil, http.StatusOK, &test); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/test", nil, http.StatusOK, &test); err != nil {
 		return "", err
 	}
 	if !test.Delivered {
-		return "", errors.New("the test delivery answered delivered: false")
+		return "", fmt.Errorf("the test delivery to %s was not delivered: %s", c.f.WebhookURL, deliveryFailure(test.StatusCode, test.Error))
 	}
-	ev, err := c.recv.await(ctx, c.f.Timeout, func(e certEvent) bool { return e.Type == "webhook_endpoint.test" })
+	ev, err := c.recv.Await(ctx, c.f.Timeout, func(e sandbox.Event) bool { return e.Type == "webhook_endpoint.test" })
 	if err != nil {
 		return "", fmt.Errorf("no signed test delivery reached the receiver: %w", err)
 	}
@@ -245,7 +217,7 @@ func (c *certifier) stepImport(ctx context.Context) (string, error) {
 		} `json:"results"`
 	}
 	body := map[string]any{"churches": []map[string]string{{"name": "Certification Church A"}, {"name": "Certification Church B"}}}
-	if err := c.callJSON(ctx, http.MethodPost, "/v1/churches/import", body, http.StatusOK, &out); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/churches/import", body, http.StatusOK, &out); err != nil {
 		return "", err
 	}
 	for i, r := range out.Results {
@@ -266,18 +238,22 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 		URL string `json:"url"`
 	}
 	body := map[string]any{"church_id": c.churchIDs[0], "donor_phone": "+12025550100", "mode": "pct", "value": 3, "redirect_url": c.f.RedirectURL}
-	if err := c.callJSON(ctx, http.MethodPost, "/v1/donor_sessions", body, http.StatusCreated, &s); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/donor_sessions", body, http.StatusCreated, &s); err != nil {
 		return "", err
 	}
 	c.sessionID = s.ID
-	if err := completeFlow(ctx, s.URL); err != nil {
-		return "", fmt.Errorf("hosted flow: %w", err)
+	res, err := sandbox.CompleteFlow(ctx, s.URL)
+	if err != nil {
+		return "", fmt.Errorf("hosted flow of session %s: %w", s.ID, err)
 	}
-	ev, err := c.recv.await(ctx, c.f.Timeout, func(e certEvent) bool {
+	if !res.Completed() {
+		return "", fmt.Errorf("hosted flow of session %s ended %s, not completed", s.ID, res.Status)
+	}
+	ev, err := c.awaitWebhook(ctx, "enrollment.created", func(e sandbox.Event) bool {
 		return e.Type == "enrollment.created" && e.Payload["donor_session_id"] == s.ID
 	})
 	if err != nil {
-		return "", fmt.Errorf("enrollment.created did not arrive: %w", err)
+		return "", err
 	}
 	c.enrollment, _ = ev.Payload["enrollment_id"].(string)
 	return fmt.Sprintf("session %s, enrollment %s", s.ID, c.enrollment), nil
@@ -285,23 +261,54 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 
 func (c *certifier) stepActivate(ctx context.Context) (string, error) {
 	var sim struct {
-		StatusCode int `json:"status_code"`
+		StatusCode int             `json:"status_code"`
+		Problem    json.RawMessage `json:"problem"`
 	}
 	body := map[string]string{"enrollment_id": c.enrollment, "church_id": c.churchIDs[0]}
-	if err := c.callJSON(ctx, http.MethodPost, "/sandbox/simulate/payroll-connected", body, http.StatusOK, &sim); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/sandbox/simulate/payroll-connected", body, http.StatusOK, &sim); err != nil {
 		return "", err
 	}
 	if sim.StatusCode/100 != 2 {
-		return "", fmt.Errorf("the webhook edge answered %d", sim.StatusCode)
+		return "", fmt.Errorf("the payroll webhook edge answered %d: %s", sim.StatusCode, sim.Problem)
 	}
-	ev, err := c.recv.await(ctx, c.f.Timeout, func(e certEvent) bool {
+	ev, err := c.awaitWebhook(ctx, "enrollment.activated", func(e sandbox.Event) bool {
 		return e.Type == "enrollment.activated" && e.Payload["enrollment_id"] == c.enrollment
 	})
 	if err != nil {
-		return "", fmt.Errorf("enrollment.activated did not arrive: %w", err)
+		return "", err
 	}
 	c.activated = ev
 	return "event " + ev.ID, nil
+}
+
+// awaitWebhook waits for a verified delivery matching match. When none
+// comes, the endpoint's delivery log says why: the receiver's answer or the
+// error reaching it, or that nothing was attempted.
+func (c *certifier) awaitWebhook(ctx context.Context, eventType string, match func(sandbox.Event) bool) (sandbox.Event, error) {
+	ev, err := c.recv.Await(ctx, c.f.Timeout, match)
+	if err == nil {
+		return ev, nil
+	}
+	var log struct {
+		Data []struct {
+			EventType  string  `json:"event_type"`
+			Outcome    string  `json:"outcome"`
+			StatusCode *int    `json:"status_code"`
+			Error      *string `json:"error"`
+		} `json:"data"`
+	}
+	cause := "no attempt to deliver it is logged"
+	if lerr := c.api.CallJSON(ctx, http.MethodGet, "/v1/webhook_endpoints/"+c.endpointID+"/deliveries", nil, http.StatusOK, &log); lerr != nil {
+		cause = "the delivery log could not be read: " + lerr.Error()
+	} else {
+		for _, a := range log.Data { // newest first
+			if a.EventType == eventType {
+				cause = fmt.Sprintf("the last attempt to deliver it to %s: %s (outcome %s)", c.f.WebhookURL, deliveryFailure(a.StatusCode, a.Error), a.Outcome)
+				break
+			}
+		}
+	}
+	return sandbox.Event{}, fmt.Errorf("%s did not reach the receiver (%v); %s", eventType, err, cause)
 }
 
 type feedPage struct {
@@ -318,18 +325,18 @@ func (c *certifier) stepFeed(ctx context.Context) (string, error) {
 			path += "&since_cursor=" + url.QueryEscape(cursor)
 		}
 		var page feedPage
-		if err := c.callJSON(ctx, http.MethodGet, path, nil, http.StatusOK, &page); err != nil {
+		if err := c.api.CallJSON(ctx, http.MethodGet, path, nil, http.StatusOK, &page); err != nil {
 			return "", err
 		}
 		for _, raw := range page.Data {
-			var e certEvent
-			if err := json.Unmarshal(raw, &e); err != nil {
+			e, err := sandbox.ParseEvent(raw)
+			if err != nil {
 				return "", fmt.Errorf("feed item: %w", err)
 			}
 			if e.ID == c.activated.ID {
 				found = true
-				c.recv.accept(e)
-				if !bytes.Equal(raw, c.activated.raw) {
+				c.recv.Accept(e)
+				if !bytes.Equal(raw, c.activated.Raw) {
 					return "", errors.New("the feed item differs from the webhook body for the same event")
 				}
 			}
@@ -347,7 +354,7 @@ func (c *certifier) stepFeed(ctx context.Context) (string, error) {
 	}
 	// Poll on from the stored cursor: nothing new, and the same position.
 	var again feedPage
-	if err := c.callJSON(ctx, http.MethodGet, "/v1/events?type=enrollment.activated&since_cursor="+url.QueryEscape(cursor), nil, http.StatusOK, &again); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodGet, "/v1/events?type=enrollment.activated&since_cursor="+url.QueryEscape(cursor), nil, http.StatusOK, &again); err != nil {
 		return "", err
 	}
 	if len(again.Data) != 0 || again.NextCursor != cursor {
@@ -360,11 +367,21 @@ func (c *certifier) stepDedup(ctx context.Context) (string, error) {
 	// enrollment.activated came twice, pushed and pulled, with one event_id;
 	// the integration acts on it once. Webhook retries are dropped the same
 	// way.
-	deliveries, unique, duplicates := c.recv.counts()
+	deliveries, unique, duplicates := c.recv.Counts()
 	if duplicates == 0 {
 		return "", fmt.Errorf("event %s, read from the feed after its webhook, was not recognised as a duplicate", c.activated.ID)
 	}
 	return fmt.Sprintf("%d webhook deliveries and 1 feed read of %d distinct events; %d duplicates were no-ops", deliveries, unique, duplicates), nil
 }
 
-// certEvent is an envelope as the receiver saw it.
+// deliveryFailure says why a delivery failed: the service's account of
+// it (the receiver's answer, or the error reaching it), else the status.
+func deliveryFailure(status *int, errText *string) string {
+	switch {
+	case errText != nil && *errText != "":
+		return *errText
+	case status != nil:
+		return fmt.Sprintf("the receiver answered %d", *status)
+	}
+	return "no reason given"
+}

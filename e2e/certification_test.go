@@ -3,13 +3,17 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/partnergiving/giving/domain"
 )
 
 // integration is what a partner's webhook handler does with deliveries:
@@ -221,5 +225,119 @@ func TestCertifyCommand(t *testing.T) {
 	r = runCLI(t, nil, "certify", "--base-url", ts.URL, "--api-key", badKey, "--timeout", "5s")
 	if r.Code == 0 || !strings.Contains(r.Stdout, "[FAIL] 1.") || !strings.Contains(r.Stdout, "401") || !strings.Contains(r.Stdout, "Result: FAILED") {
 		t.Fatalf("certify with a bad key: exit %d\n%s", r.Code, r.Stdout)
+	}
+}
+
+// Every way certify can fail names its cause: the receiver's error or
+// answer, an address without a scheme, a service that is not there, a
+// redirect_url off the allowlist.
+func TestCertifyNamesTheCause(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t, "https://localhost")
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	ports := freePorts(t, 2) // nothing listens on them
+	closed := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	// A receiver in front of certify's own that passes the test delivery on
+	// and fails every other: step 3 waits in vain and reads why from the
+	// delivery log.
+	listen := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	picky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"event_type":"webhook_endpoint.test"`)) {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+listen+"/webhooks", bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	}))
+	defer picky.Close()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{"unreachable receiver", []string{"--base-url", ts.URL, "--webhook-url", "http://" + closed + "/hooks"}, 1,
+			[]string{"[FAIL] 1.", "http://" + closed + "/hooks was not delivered: could not connect to the receiver", "Result: FAILED"}},
+		{"receiver answers 503", []string{"--base-url", ts.URL, "--webhook-url", refusing.URL + "/hooks"}, 1,
+			[]string{"[FAIL] 1.", "the receiver answered 503"}},
+		{"webhooks failing after the test", []string{"--base-url", ts.URL, "--webhook-listen", listen, "--webhook-url", picky.URL + "/hooks"}, 1,
+			[]string{"[PASS] 2.", "[FAIL] 3.", "enrollment.created did not reach the receiver", "the last attempt to deliver it to " + picky.URL + "/hooks: the receiver answered 500 Internal Server Error (outcome failed)"}},
+		{"service not running", []string{"--base-url", "http://" + closed}, 1,
+			[]string{"[FAIL] 1.", "could not be reached (is it running, and is that its address?)"}},
+		{"redirect_url off the allowlist", []string{"--base-url", ts.URL, "--redirect-url", "https://elsewhere.example/done"}, 1,
+			[]string{"[PASS] 2.", "[FAIL] 3.", "answered 422", "redirect_url"}},
+		{"base URL without a scheme", []string{"--base-url", strings.TrimPrefix(ts.URL, "http://")}, 2,
+			[]string{"--base-url", "is not an absolute http(s) URL (did you mean " + ts.URL + "?)"}},
+		{"webhook URL without a scheme", []string{"--base-url", ts.URL, "--webhook-url", closed + "/hooks"}, 2,
+			[]string{"--webhook-url", "did you mean http://" + closed + "/hooks?"}},
+		{"a live key", []string{"--base-url", ts.URL, "--api-key", "sk_live_" + strings.Repeat("x", 32)}, 2,
+			[]string{"--api-key must be a sandbox key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"certify", "--api-key", c.Key, "--timeout", "5s"}, tc.args...)
+			r := runCLI(t, nil, args...)
+			out := r.Stdout + r.Stderr
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d:\n%s", r.Code, tc.code, out)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// giving sandbox complete-flow, against a running stack: the enrollment on
+// stdout; a declined donor, a wrong code, a refused payroll sign-in and a
+// url that is not a session's each end it non-zero, saying why.
+func TestSandboxCompleteFlowCommand(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t, "https://localhost")
+	church := importChurch(t, c, "Grace")
+	session := func(phone string) string {
+		return openSession(t, c, church, phone, "pct", "3", "https://localhost/done").URL
+	}
+	flow := func(url string, args ...string) cliResult {
+		return runCLI(t, nil, append([]string{"sandbox", "complete-flow", url, "--api-key", c.Key, "--timeout", "20s"}, args...)...)
+	}
+	ok := flow(session("+12025550100"))
+	if en := strings.TrimSpace(ok.Stdout); ok.Code != 0 || !domain.ValidID(domain.PrefixEnrollment, en) || !strings.Contains(ok.Stderr, "flow: You're all set") {
+		t.Fatalf("complete-flow: exit %d %q\n%s", ok.Code, ok.Stdout, ok.Stderr)
+	}
+	for _, tc := range []struct {
+		name string
+		r    cliResult
+		code int
+		want string
+	}{
+		{"declined donor", flow(session("+12025550102")), 1, "ended declined"},
+		{"wrong code", flow(session("+12025550100"), "--phone-code", "123456"), 1, `the flow refused the answers at "Confirm it's you": That code is not right`},
+		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "did not accept that username and password"},
+		{"stopping without --state", flow(session("+12025550100"), "--stop-at-identity"), 2, "--stop-at-identity needs --state"},
+		{"not a session url", flow(ts.URL + "/v1/donor_sessions"), 2, "is not a donor session's url"},
+		{"no key", runCLI(t, nil, "sandbox", "complete-flow", session("+12025550100")), 2, "--api-key must be"},
+	} {
+		if tc.r.Code != tc.code || !strings.Contains(tc.r.Stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", tc.name, tc.r.Code, tc.r.Stderr, tc.code, tc.want)
+		}
+	}
+	// The flow is bound to the first browser: a second one is told so.
+	url := session("+12025550100")
+	flow(url)
+	if r := flow(url); r.Code != 1 || !strings.Contains(r.Stderr, "the hosted flow answered 403") {
+		t.Errorf("a second browser: exit %d %q", r.Code, r.Stderr)
 	}
 }

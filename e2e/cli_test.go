@@ -48,15 +48,14 @@ func waitStatus(t *testing.T, base, key string, status int) {
 }
 
 // offline is how a test points the CLI at a data directory with no server:
-// the listener address has nothing behind it, so the CLI opens the
-// directory itself.
+// nothing holds the directory, so the CLI opens it itself.
 func offline(dir string) []string {
-	return []string{"GIVING_DATA=" + dir, "GIVING_NATS_LISTEN=127.0.0.1:0"}
+	return []string{"GIVING_DATA=" + dir}
 }
 
 func TestCLIOfflineThenServe(t *testing.T) {
 	dir := t.TempDir()
-	// Flags from the environment: GIVING_DATA and GIVING_NATS_LISTEN.
+	// Flags from the environment: GIVING_DATA.
 	p := decodeCLI(t, runCLI(t, offline(dir), "partners", "create", "--name", "Offline Partner", "--redirect-origin", "https://a.example", "--redirect-origin", "https://b.example:8443", "--json"))
 	if !domain.ValidID(domain.PrefixPartner, p.PartnerID) || !domain.WellFormedKey(domain.Sandbox, p.APIKey) {
 		t.Fatalf("created %+v", p)
@@ -99,9 +98,9 @@ func TestCLIOfflineThenServe(t *testing.T) {
 func TestCLIOnlineAgainstRunningServer(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServer(t, dir, nil)
-	// The CLI reaches the running server with the NATS token from the data
-	// directory the server uses.
-	online := []string{"GIVING_NATS_LISTEN=" + srv.NATS, "GIVING_DATA=" + dir}
+	// The CLI reaches the running server at the address it recorded in its
+	// data directory, with the NATS token from there.
+	online := []string{"GIVING_DATA=" + dir}
 
 	r := runCLI(t, online, "partners", "create", "--name", "Online Partner", "--redirect-origin", "https://a.example")
 	if r.Code != 0 || !strings.Contains(r.Stderr, "via running instance at nats://"+srv.NATS) {
@@ -148,6 +147,52 @@ func TestCLIOnlineAgainstRunningServer(t *testing.T) {
 	}
 }
 
+// Two instances on one machine: the CLI reaches the one whose data
+// directory it is given, whoever else listens where. A killed instance's
+// record is ignored (its lock died with it), a directory in use cannot be
+// served twice, and an instance that takes no operator commands is named.
+func TestCLIFindsTheInstanceFromItsDataDirectory(t *testing.T) {
+	first, second := startServer(t, t.TempDir(), nil), startServer(t, t.TempDir(), nil)
+	r := runCLI(t, nil, "partners", "create", "--name", "Second's", "--redirect-origin", "https://s.example", "--data", second.Dir, "--json")
+	p := decodeCLI(t, r)
+	if !strings.Contains(r.Stderr, "via running instance at nats://"+second.NATS) {
+		t.Fatalf("the CLI did not say it used the second instance: %s", r.Stderr)
+	}
+	waitStatus(t, second.URL, p.APIKey, 200)
+	waitStatus(t, first.URL, p.APIKey, 401)
+
+	// The second directory is in use: a second serve on it is refused.
+	if r := runCLI(t, nil, "serve", "--data", second.Dir, "--addr", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"); r.Code != 1 || !strings.Contains(r.Stderr, "in use by another process") || !strings.Contains(r.Stderr, "operator commands at nats://"+second.NATS) {
+		t.Fatalf("serve on a directory in use: exit %d %s", r.Code, r.Stderr)
+	}
+
+	// Killed, it leaves its record behind; the lock went with it, so the CLI
+	// opens the directory itself.
+	second.kill()
+	if _, err := os.Stat(filepath.Join(second.Dir, eventlog.InstanceFile)); err != nil {
+		t.Fatalf("the killed instance's record: %v", err)
+	}
+	r = runCLI(t, nil, "keys", "issue", "--partner", p.PartnerID, "--data", second.Dir, "--json")
+	if decodeCLI(t, r); !strings.Contains(r.Stderr, "via data directory "+second.Dir) {
+		t.Fatalf("after the kill: %s", r.Stderr)
+	}
+	// A clean stop removes the record.
+	if code := first.terminate(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(first.Dir, eventlog.InstanceFile)); !os.IsNotExist(err) {
+		t.Fatalf("a stopped instance left its record: %v", err)
+	}
+
+	// An instance with no operator listener holds the directory; the CLI
+	// says so instead of failing obscurely.
+	launchServe(t, nil, "--data", first.Dir, "--addr", "127.0.0.1:0", "--nats-listen", "")
+	r = runCLI(t, nil, "keys", "issue", "--partner", p.PartnerID, "--data", first.Dir)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "takes no operator commands") || !strings.Contains(r.Stderr, "--nats-listen") {
+		t.Fatalf("against an instance without a listener: exit %d %s", r.Code, r.Stderr)
+	}
+}
+
 func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 	dir := t.TempDir()
 	env := append(offline(dir), "GIVING_ENV=production")
@@ -189,23 +234,37 @@ func TestServeDemo(t *testing.T) {
 	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	key := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
 	pid := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]
-	if !strings.Contains(srv.Stdout.String(), "curl -s "+srv.URL+"/v1/churches/import") {
-		t.Fatalf("no curl example:\n%s", srv.Stdout)
+	if !strings.Contains(srv.Stdout.String(), "  export B="+srv.URL+" K="+key+"\n") || !strings.Contains(srv.Stdout.String(), "curl -s $B/v1/churches/import") {
+		t.Fatalf("no export line and curl example:\n%s", srv.Stdout)
 	}
 	waitStatus(t, srv.URL, key, 200)
 	if code := srv.terminate(t); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	// A second start keeps the partner and issues a fresh key.
+	// A second start keeps the partner, issues a fresh key and revokes the
+	// one the first start printed: one demo key is valid at a time.
 	srv = startServer(t, dir, nil, "--demo")
 	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
 	if got := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]; got != pid {
 		t.Fatalf("demo partner %s, then %s", pid, got)
 	}
-	if again := keyLine.FindStringSubmatch(srv.Stdout.String())[1]; again == key {
+	again := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
+	if again == key {
 		t.Fatal("the same key shown twice")
 	}
-	waitStatus(t, srv.URL, key, 200)
+	waitStatus(t, srv.URL, again, 200)
+	waitStatus(t, srv.URL, key, 401)
+	// An operator may have revoked the printed key already: the next start
+	// still comes up.
+	if r := runCLI(t, []string{"GIVING_DATA=" + dir}, "keys", "revoke", "--key-prefix", again[:len("sk_test_")+8]); r.Code != 0 {
+		t.Fatalf("revoke: %d %s", r.Code, r.Stderr)
+	}
+	if code := srv.terminate(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	srv = startServer(t, dir, nil, "--demo")
+	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitStatus(t, srv.URL, keyLine.FindStringSubmatch(srv.Stdout.String())[1], 200)
 }
 
 func TestReplayOfflineAndOnline(t *testing.T) {
@@ -254,7 +313,7 @@ func TestReplayOfflineAndOnline(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	r := runCLI(t, []string{"GIVING_NATS_LISTEN=" + srv.NATS, "GIVING_DATA=" + dir}, "replay")
+	r := runCLI(t, []string{"GIVING_DATA=" + dir}, "replay")
 	close(stop)
 	wg.Wait()
 	if r.Code != 0 || !strings.Contains(r.Stdout, "rebuilt up to sequence") {

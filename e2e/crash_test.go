@@ -62,7 +62,7 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	}
 	dir := t.TempDir()
 	created := runCLI(t, nil, "partners", "create", "--name", "Crash Partner", "--redirect-origin", "https://crash.example",
-		"--json", "--data", dir, "--nats-listen", "127.0.0.1:0")
+		"--json", "--data", dir)
 	if created.Code != 0 {
 		t.Fatalf("partners create: %d %s", created.Code, created.Stderr)
 	}

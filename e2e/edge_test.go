@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -173,7 +174,7 @@ func TestSimulatorsGoThroughTheEdge(t *testing.T) {
 	// Unknown enrollment: the edge's 4xx surfaces as is, nothing appended.
 	before := ts.lastSeq(t)
 	resp := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", `{"enrollment_id":"en_2pQm3s8JmYc5B9vXk0QeLr1nD7a","church_id":"`+church+`"}`, nil)
-	if resp.Status != http.StatusOK || resp.Map(t)["status_code"].(float64) != 422 {
+	if p, _ := resp.Map(t)["problem"].(map[string]any); resp.Status != http.StatusOK || resp.Map(t)["status_code"].(float64) != 422 || p["type"] != "/problems/unknown-reference" {
 		t.Fatalf("unknown enrollment: %d %s", resp.Status, resp.Body)
 	}
 	if ts.lastSeq(t) != before {
@@ -403,13 +404,21 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 	if got.Status != "declined" || step(b.ID) != domain.StepDeclined {
 		t.Fatalf("after failed: %s %s", got.Status, step(b.ID))
 	}
-	// Nobody waits any more: the edge's 409 surfaces; an unknown donor is 422.
-	if r := kyc(b.DonorID, "passed"); r.Map(t)["status_code"].(float64) != 409 {
-		t.Fatalf("no session waiting: %s", r.Body)
+	// Nobody waits any more: the edge's 409 surfaces with its problem body,
+	// which says why; an unknown donor is 422, also with the reason.
+	edgeProblem := func(r *apitest.Response, status float64, typ, detail string) {
+		t.Helper()
+		m := r.Map(t)
+		p, _ := m["problem"].(map[string]any)
+		if m["status_code"] != status || p == nil || p["type"] != typ || p["status"] != status || !strings.Contains(fmt.Sprint(p["detail"]), detail) {
+			t.Fatalf("want the edge's %v %s problem saying %q: %s", status, typ, detail, r.Body)
+		}
 	}
-	if r := kyc("dn_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "passed"); r.Map(t)["status_code"].(float64) != 422 {
-		t.Fatalf("unknown donor: %s", r.Body)
-	}
+	edgeProblem(kyc(b.DonorID, "passed"), 409, "/problems/conflict", "waiting for identity verification")
+	edgeProblem(kyc("dn_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "passed"), 422, "/problems/unknown-reference", "is not a donor of this church")
+	// The README's first seed donor is decided at once: never waiting.
+	seed := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/done")
+	edgeProblem(kyc(seed.DonorID, "review"), 409, "/problems/conflict", "waiting for identity verification")
 }
 
 // Deposits are deduplicated per partner by trace; a reused trace with other

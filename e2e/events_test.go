@@ -340,7 +340,7 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 
 	// Offline `giving replay` of the stopped instance's projections.
 	ts.stop()
-	if r := runCLI(t, nil, "replay", "--data", dir, "--nats-listen", ""); r.Code != 0 {
+	if r := runCLI(t, nil, "replay", "--data", dir); r.Code != 0 {
 		t.Fatalf("giving replay: exit %d\n%s", r.Code, r.Stderr)
 	}
 	ts = startStack(t, withDir(dir))

@@ -239,7 +239,7 @@ func TestDonorsForget(t *testing.T) {
 	// Offline: on the data directory of a stopped instance.
 	dir := ts.Dir
 	ts.stop()
-	out, err = forget(b.DonorID, "--data", dir, "--nats-listen", "")
+	out, err = forget(b.DonorID, "--data", dir)
 	if err != nil || !strings.Contains(out, "phone erased") || !strings.Contains(out, "data directory") {
 		t.Fatalf("offline forget: %v %s", err, out)
 	}

@@ -376,7 +376,15 @@ func startServer(t *testing.T, dataDir string, env []string, args ...string) *se
 // the address it serves at.
 func launchServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
+	return launchServeIn(t, "", env, args...)
+}
+
+// launchServeIn is launchServe in the working directory dir ("" for the
+// test's own).
+func launchServeIn(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
 	cmd := exec.Command(givingBinary(t), append([]string{"serve"}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = cleanEnv(env...)
 	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()

@@ -14,7 +14,9 @@
 //
 // With no NATS URL it starts an embedded nats-server that stores under the
 // data directory and syncs every write to disk before acknowledging it; with
-// a URL the same code talks to an external server or cluster.
+// a URL the same code talks to an external server or cluster. The embedded
+// server's data directory is one process's at a time: it holds a lock there
+// and records where operator commands reach it (RunningInstance).
 //
 // Subjects are laid out as
 //

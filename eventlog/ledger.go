@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,6 +49,7 @@ type Config struct {
 type Ledger struct {
 	cfg      Config
 	srv      *server.Server // nil when external
+	lock     *flock.Flock   // the data directory's, when embedded
 	token    string         // the embedded server's client token
 	nc       *nats.Conn
 	js       jetstream.JetStream
@@ -129,7 +131,25 @@ func (l *Ledger) connect() error {
 	if l.cfg.DataDir == "" {
 		return errors.New("embedded nats: no data directory")
 	}
-	token, err := ensureNATSToken(l.cfg.DataDir)
+	lock, err := lockDataDir(l.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := l.startEmbedded(lock); err != nil {
+		_ = lock.Unlock()
+		return err
+	}
+	return nil
+}
+
+// startEmbedded runs the embedded server on the locked data directory and
+// records the instance there when it listens for operator commands.
+func (l *Ledger) startEmbedded(lock *flock.Flock) error {
+	dir := l.cfg.DataDir
+	if err := removeInstance(dir); err != nil { // a dead process's
+		return err
+	}
+	token, err := ensureNATSToken(dir)
 	if err != nil {
 		return fmt.Errorf("embedded nats: %w", err)
 	}
@@ -137,12 +157,19 @@ func (l *Ledger) connect() error {
 	if err != nil {
 		return err
 	}
+	if l.cfg.NATSListen != "" {
+		if err := writeInstance(dir, srv.Addr().String()); err != nil {
+			srv.Shutdown()
+			return err
+		}
+	}
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"), nats.Token(token))
 	if err != nil {
 		srv.Shutdown()
+		_ = removeInstance(dir)
 		return natsErr("connect to embedded nats", err)
 	}
-	l.srv, l.nc, l.token = srv, nc, token
+	l.srv, l.nc, l.token, l.lock = srv, nc, token, lock
 	return nil
 }
 
@@ -187,7 +214,7 @@ func startEmbedded(cfg Config, token string) (*server.Server, error) {
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
-		return nil, errors.New("embedded nats: not ready after 30s (is the data directory in use by another process?)")
+		return nil, errors.New("embedded nats: not ready after 30s")
 	}
 	return srv, nil
 }
@@ -291,6 +318,10 @@ func (l *Ledger) Close() {
 	if l.srv != nil {
 		l.srv.Shutdown()
 		l.srv.WaitForShutdown()
+	}
+	if l.lock != nil {
+		_ = removeInstance(l.cfg.DataDir)
+		_ = l.lock.Unlock()
 	}
 }
 

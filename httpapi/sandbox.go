@@ -12,12 +12,13 @@ import (
 )
 
 // The sandbox simulators' routes (app's Simulate* use cases). Each answers
-// 200 with the edge's status code when the edge was reached, and 502 when it
-// was not.
+// 200 with the edge's status code (and its problem body when it refused the
+// webhook) when the edge was reached, and 502 when it was not.
 
 type simulatedAnswer struct {
-	StatusCode int `json:"status_code"`
-	Simulated  any `json:"simulated,omitempty"`
+	StatusCode int             `json:"status_code"`
+	Simulated  any             `json:"simulated,omitempty"`
+	Problem    json.RawMessage `json:"problem,omitempty"`
 }
 
 // required reports missing string fields, given as name, value pairs.
@@ -30,8 +31,8 @@ func required(v *domain.Validation, pairs ...string) {
 }
 
 // simulate runs one simulator request: decode it, check its fields, run the
-// simulation and answer with the edge's status code.
-func simulate[T any](w http.ResponseWriter, r *http.Request, check func(*T, *domain.Validation), send func(context.Context, *T) (int, any, error)) {
+// simulation and answer with the edge's answer.
+func simulate[T any](w http.ResponseWriter, r *http.Request, check func(*T, *domain.Validation), send func(context.Context, *T) (simulatedAnswer, error)) {
 	var req T
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
@@ -43,12 +44,12 @@ func simulate[T any](w http.ResponseWriter, r *http.Request, check func(*T, *dom
 		writeError(w, r, err)
 		return
 	}
-	code, simulated, err := send(r.Context(), &req)
+	answer, err := send(r.Context(), &req)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, simulatedAnswer{StatusCode: code, Simulated: simulated})
+	writeJSON(w, http.StatusOK, answer)
 }
 
 type payrollSimulation struct {
@@ -59,9 +60,9 @@ type payrollSimulation struct {
 func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request) {
 	simulate(w, r, func(req *payrollSimulation, v *domain.Validation) {
 		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID)
-	}, func(ctx context.Context, req *payrollSimulation) (int, any, error) {
-		code, err := s.app.SimulatePayrollConnected(ctx, partnerID(r), req.EnrollmentID, req.ChurchID)
-		return code, nil, err
+	}, func(ctx context.Context, req *payrollSimulation) (simulatedAnswer, error) {
+		a, err := s.app.SimulatePayrollConnected(ctx, partnerID(r), req.EnrollmentID, req.ChurchID)
+		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem}, err
 	})
 }
 
@@ -77,9 +78,9 @@ func (s *Server) simulatePayrollEnded(w http.ResponseWriter, r *http.Request) {
 		if req.Reason != "" && !slices.Contains(domain.EndReasons, req.Reason) {
 			v.Add("reason", "must be one of %s", strings.Join(domain.EndReasons, ", "))
 		}
-	}, func(ctx context.Context, req *payrollEndSimulation) (int, any, error) {
-		code, err := s.app.SimulatePayrollEnded(ctx, partnerID(r), req.EnrollmentID, req.ChurchID, req.Reason)
-		return code, nil, err
+	}, func(ctx context.Context, req *payrollEndSimulation) (simulatedAnswer, error) {
+		a, err := s.app.SimulatePayrollEnded(ctx, partnerID(r), req.EnrollmentID, req.ChurchID, req.Reason)
+		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem}, err
 	})
 }
 
@@ -96,9 +97,10 @@ func (s *Server) simulateDeposit(w http.ResponseWriter, r *http.Request) {
 		if len(req.Amount) == 0 || string(req.Amount) == "null" {
 			v.Add("amount", "is required")
 		}
-	}, func(ctx context.Context, req *depositSimulation) (int, any, error) {
+	}, func(ctx context.Context, req *depositSimulation) (simulatedAnswer, error) {
 		res, err := s.app.SimulateDeposit(ctx, partnerID(r), app.SimulatedDeposit(*req))
-		return res.StatusCode, map[string]string{"event_type": "ach.credit.received", "trace": res.Trace, "bank_ts": res.BankTS}, err
+		return simulatedAnswer{StatusCode: res.StatusCode, Problem: res.Problem,
+			Simulated: map[string]string{"event_type": "ach.credit.received", "trace": res.Trace, "bank_ts": res.BankTS}}, err
 	})
 }
 
@@ -118,8 +120,8 @@ func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request) {
 		default:
 			v.Add("outcome", "must be passed, review or failed")
 		}
-	}, func(ctx context.Context, req *kycSimulation) (int, any, error) {
-		code, err := s.app.SimulateKYC(ctx, partnerID(r), req.ChurchID, req.DonorID, req.Outcome)
-		return code, req.Outcome, err
+	}, func(ctx context.Context, req *kycSimulation) (simulatedAnswer, error) {
+		a, err := s.app.SimulateKYC(ctx, partnerID(r), req.ChurchID, req.DonorID, req.Outcome)
+		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem, Simulated: req.Outcome}, err
 	})
 }

@@ -2,7 +2,8 @@
 // bank and the identity verifier. Each simulation builds the webhook the real
 // vendor would send, signs it with the sandbox vendor secret, and POSTs it
 // over HTTP(S) to the service's own public edge — the production path — then
-// reports the edge's answer as it is. Nothing here calls a handler directly.
+// reports the edge's answer as it is: its status and, when it refused the
+// webhook, its problem+json body. Nothing here calls a handler directly.
 //
 // Imports: domain. Imported by app, whose sandbox use cases drive it.
 package simulators

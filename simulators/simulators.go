@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -54,33 +55,55 @@ type webhook struct {
 	Data      any    `json:"data"`
 }
 
-// send signs and posts one webhook and returns the edge's status code. An
-// error means the edge could not be reached.
-func (s *Simulator) send(ctx context.Context, kind, typ string, secret []byte, data any) (int, error) {
+// Answer is the edge's answer to a simulated webhook.
+type Answer struct {
+	StatusCode int
+	// Problem is the edge's application/problem+json body when it refused
+	// the webhook (any answer but 2xx), so the caller learns why.
+	Problem json.RawMessage
+}
+
+// send signs and posts one webhook and returns the edge's answer. An error
+// means the edge could not be reached.
+func (s *Simulator) send(ctx context.Context, kind, typ string, secret []byte, data any) (Answer, error) {
 	now := time.Now()
 	body, err := json.Marshal(webhook{ID: "sim_" + ksuid.New().String(), Type: typ, CreatedAt: domain.FormatTime(now), Data: data})
 	if err != nil {
-		return 0, fmt.Errorf("simulate %s: %w", kind, err)
+		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/edge/"+kind, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("simulate %s: %w", kind, err)
+		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
 	req.Header.Set(domain.VendorSignatureHeader, domain.Sign(secret, now, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("simulate %s: reach edge: %w", kind, err)
+		return Answer{}, fmt.Errorf("simulate %s: reach edge: %w", kind, err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, nil
+	answer := Answer{StatusCode: resp.StatusCode}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err == nil && resp.StatusCode/100 != 2 && isProblem(resp.Header.Get("Content-Type"), raw) {
+		answer.Problem = raw
+	}
+	return answer, nil
+}
+
+// isProblem reports whether body is a problem+json object.
+func isProblem(contentType string, body []byte) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/problem+json" {
+		return false
+	}
+	var p map[string]json.RawMessage
+	return json.Unmarshal(body, &p) == nil && p["type"] != nil
 }
 
 // PayrollConnected sends the payroll provider's confirmation that the
 // donor's direct-deposit switch is in place.
-func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID string) (int, error) {
+func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID string) (Answer, error) {
 	return s.send(ctx, "payroll", "deposit_switch.confirmed", s.secrets.Payroll, map[string]string{
 		"enrollment_id": enrollmentID, "church_id": churchID,
 	})
@@ -88,7 +111,7 @@ func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID
 
 // PayrollEnded sends the payroll provider's notice that the donor's
 // deduction ended: reason is left_employer or deposit_switch_reverted.
-func (s *Simulator) PayrollEnded(ctx context.Context, enrollmentID, churchID, reason string) (int, error) {
+func (s *Simulator) PayrollEnded(ctx context.Context, enrollmentID, churchID, reason string) (Answer, error) {
 	return s.send(ctx, "payroll", "deposit_switch.ended", s.secrets.Payroll, map[string]string{
 		"enrollment_id": enrollmentID, "church_id": churchID, "reason": reason,
 	})
@@ -104,11 +127,11 @@ type Deposit struct {
 	Trace  string
 }
 
-// DepositResult is what the bank sent.
+// DepositResult is what the bank sent, and the edge's answer.
 type DepositResult struct {
-	StatusCode int
-	Trace      string
-	BankTS     string
+	Answer
+	Trace  string
+	BankTS string
 }
 
 // Deposit sends the bank's ACH credit notification. A trace is generated
@@ -118,14 +141,14 @@ func (s *Simulator) Deposit(ctx context.Context, d Deposit) (DepositResult, erro
 		d.Trace = "trc_" + ksuid.New().String()
 	}
 	ts := domain.FormatTime(time.Now())
-	code, err := s.send(ctx, "bank", "ach.credit.received", s.secrets.Bank, map[string]any{
+	answer, err := s.send(ctx, "bank", "ach.credit.received", s.secrets.Bank, map[string]any{
 		"trace": d.Trace, "account_ref": d.AccountRef, "amount": d.Amount, "currency": "USD", "bank_ts": ts, "church_id": d.ChurchID,
 	})
-	return DepositResult{StatusCode: code, Trace: d.Trace, BankTS: ts}, err
+	return DepositResult{Answer: answer, Trace: d.Trace, BankTS: ts}, err
 }
 
 // KYC sends the identity verifier's result for a donor.
-func (s *Simulator) KYC(ctx context.Context, churchID, donorID, outcome string) (int, error) {
+func (s *Simulator) KYC(ctx context.Context, churchID, donorID, outcome string) (Answer, error) {
 	return s.send(ctx, "kyc", "identity.verification.completed", s.secrets.KYC, map[string]string{
 		"donor_id": donorID, "church_id": churchID, "outcome": outcome,
 	})

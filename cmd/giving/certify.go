@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/partnergiving/giving/certify"
@@ -25,8 +24,8 @@ func runCertify(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if o.BaseURL == "" || !strings.HasPrefix(o.APIKey, "sk_test_") {
-		return usageError{"--base-url and a sandbox --api-key (sk_test_...) are required"}
+	if err := o.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	passed, err := certify.Run(ctx, o, stdout)
 	if err != nil {

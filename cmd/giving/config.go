@@ -28,11 +28,13 @@ type ledgerFlags struct {
 // can reach a running service. It is loopback-only.
 const defaultNATSListen = "127.0.0.1:14222"
 
+// register adds the flags operator commands share with serve. Operator
+// commands have no --nats-listen: they learn a running instance's address
+// from its data directory (openLedgerCLI).
 func (f *ledgerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.env, "env", "sandbox", "stack: sandbox or production")
 	fs.StringVar(&f.data, "data", "./data", "data directory (embedded NATS store, projections, master key)")
 	fs.StringVar(&f.natsURL, "nats-url", "", "external NATS server or cluster; empty runs NATS embedded")
-	fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on (empty: none)")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and buckets on an external cluster")
 	fs.StringVar(&f.masterKey, "master-key", "", "master key (64 hex chars); empty keeps a generated one in the data directory")
 	fs.StringVar(&f.memory, "memory", "512MiB", "memory the process may use (Go runtime soft limit, embedded NATS memory store); 0 for no limit")

@@ -12,10 +12,13 @@ import (
 	"github.com/partnergiving/giving/internal/stack"
 )
 
-// demoRecord remembers the demo partner across restarts. It holds no key:
-// keys are only ever stored hashed, so each start issues a fresh one.
+// demoRecord remembers the demo partner across restarts, and the prefix of
+// the key the last start printed. It holds no key: keys are only ever
+// stored hashed, so a start cannot show the previous key again; it issues a
+// fresh one and revokes the previous, so exactly one demo key is valid.
 type demoRecord struct {
 	PartnerID string `json:"partner_id"`
+	KeyPrefix string `json:"key_prefix,omitempty"`
 }
 
 // printDemo creates the demo partner the first time, issues a fresh key,
@@ -32,26 +35,37 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 	var err error
 	if rec.PartnerID == "" {
 		rec.PartnerID, key, err = ops.CreatePartner(ctx, "Demo Partner", []string{"https://localhost"})
-		if err != nil {
-			return fmt.Errorf("demo partner: %w", err)
-		}
-		data, _ := json.Marshal(rec)
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("demo partner: %w", err)
-		}
-	} else if key, err = ops.IssueKey(ctx, rec.PartnerID); err != nil {
+	} else {
+		key, err = ops.IssueKey(ctx, rec.PartnerID)
+	}
+	if err != nil {
 		return fmt.Errorf("demo partner key: %w", err)
+	}
+	previous := rec.KeyPrefix
+	rec.KeyPrefix = key.Prefix
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("demo partner: %w", err)
+	}
+	if previous != "" {
+		// Already revoked by an operator, or gone: nothing left to do.
+		if _, err := ops.RevokeKey(ctx, previous); err != nil && domain.ErrorKind(err) != domain.KindConflict && domain.ErrorKind(err) != domain.KindNotFound {
+			return fmt.Errorf("revoke the previous demo key %s: %w", previous, err)
+		}
 	}
 	if err := st.Projector.CatchUp(ctx); err != nil {
 		return fmt.Errorf("demo partner key: %w", err)
 	}
 	fmt.Fprintf(stdout, `
 Demo partner: %s (redirect origin https://localhost)
-API key:      %s   (shown once; each start with --demo issues a fresh one)
+API key:      %s   (shown once; each start with --demo issues a fresh one and revokes the one before)
+
+For the README's walk-through, in another terminal:
+  export B=%s K=%s
 
 Try it:
-  curl -s %s/v1/churches/import \
-    -H 'Authorization: Bearer %s' \
+  curl -s $B/v1/churches/import \
+    -H "Authorization: Bearer $K" \
     -H 'Idempotency-Key: demo-1' \
     -H 'Content-Type: application/json' \
     -d '{"churches":[{"name":"Grace Chapel","external_id":"crm-1"}]}'

@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
-	"time"
 
 	"github.com/partnergiving/giving/eventlog"
 )
 
 // openLedgerCLI reaches the ledger for an operator command: the configured
-// cluster, else a running instance's embedded server on --nats-listen (with
-// the token kept in the data directory it serves), else the data directory
-// directly (starting NATS in this process).
+// cluster; else, when an instance has the data directory open (its lock is
+// held), that instance's embedded server at the address it recorded there,
+// with the directory's token; else the data directory itself (starting NATS
+// in this process). It never guesses from who answers on a port.
 func openLedgerCLI(ctx context.Context, f *ledgerFlags) (*eventlog.Ledger, string, error) {
 	cfg, err := f.config()
 	if err != nil {
@@ -23,26 +22,24 @@ func openLedgerCLI(ctx context.Context, f *ledgerFlags) (*eventlog.Ledger, strin
 		l, err := eventlog.Open(ctx, cfg)
 		return l, "cluster " + eventlog.RedactURL(cfg.NATSURL), err
 	}
-	if cfg.NATSListen != "" {
-		if conn, err := net.DialTimeout("tcp", cfg.NATSListen, 300*time.Millisecond); err == nil {
-			conn.Close()
-			at := "running instance at nats://" + cfg.NATSListen
-			token, err := eventlog.NATSToken(cfg.DataDir)
-			if err != nil {
-				return nil, "", fmt.Errorf("%s: %w (does it serve --data %s?)", at, err, cfg.DataDir)
-			}
-			cfg.NATSURL = (&url.URL{Scheme: "nats", User: url.User(token), Host: cfg.NATSListen}).String()
-			l, err := eventlog.Open(ctx, cfg)
-			if err != nil {
-				return nil, "", fmt.Errorf("%s: %w (does it serve --data %s?)", at, err, cfg.DataDir)
-			}
-			return l, at, nil
-		}
-	}
 	cfg.NATSListen = ""
+	inst, err := eventlog.RunningInstance(cfg.DataDir)
+	if err != nil {
+		return nil, "", err
+	}
+	if inst == nil {
+		l, err := eventlog.Open(ctx, cfg)
+		return l, "data directory " + cfg.DataDir, err
+	}
+	at := fmt.Sprintf("running instance at nats://%s (pid %d, data directory %s)", inst.NATS, inst.PID, cfg.DataDir)
+	token, err := eventlog.NATSToken(cfg.DataDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", at, err)
+	}
+	cfg.NATSURL = (&url.URL{Scheme: "nats", User: url.User(token), Host: inst.NATS}).String()
 	l, err := eventlog.Open(ctx, cfg)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (is another process using %s?)", err, cfg.DataDir)
+		return nil, "", fmt.Errorf("%s: %w", at, err)
 	}
-	return l, "data directory " + cfg.DataDir, nil
+	return l, at, nil
 }

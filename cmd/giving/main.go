@@ -7,6 +7,8 @@
 //	giving certify --base-url --api-key   run the certification sequence against a sandbox
 //	giving donors forget dn_...       erase a donor's phone for good
 //	giving bench                      measure the service against the disk's limit
+//	giving sandbox complete-flow URL  complete a donor's hosted flow; print the enrollment
+//	giving sandbox receive            a local webhook receiver that verifies and prints
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -58,6 +60,8 @@ commands:
   certify            run the certification sequence against a sandbox
   donors forget      erase a donor's phone number for good
   bench              measure the service against the disk's raw limit
+  sandbox complete-flow URL   complete a donor's hosted flow (sandbox answers); print the enrollment id
+  sandbox receive    a local webhook receiver that verifies every delivery and prints it
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -82,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCertify(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "sandbox":
+		return runSub(ctx, "sandbox", rest, stdout, stderr, map[string]subcommand{"complete-flow": runCompleteFlow, "receive": runReceive})
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil

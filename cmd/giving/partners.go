@@ -48,10 +48,10 @@ func runPartnersCreate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "(via %s)\n", via)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]string{"partner_id": id, "api_key": key.Secret})
 	}
-	fmt.Fprintf(stderr, "(via %s)\n", via)
 	fmt.Fprintf(stdout, "partner_id: %s\napi_key:    %s\n\nThe key is shown once. Store it now.\n", id, key.Secret)
 	return nil
 }
@@ -77,10 +77,10 @@ func runKeysIssue(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stderr, "(via %s)\n", via)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]string{"partner_id": *partner, "api_key": key.Secret, "key_prefix": key.Prefix})
 	}
-	fmt.Fprintf(stderr, "(via %s)\n", via)
 	fmt.Fprintf(stdout, "api_key: %s\n\nThe key is shown once. Store it now.\n", key.Secret)
 	return nil
 }

@@ -40,6 +40,7 @@ type serveFlags struct {
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.ledger.register(fs)
+	fs.StringVar(&f.ledger.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on for operator commands, recorded in the data directory (empty: none)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.publicURL, "public-url", "", "address partners and donors reach the service at (default http://<addr>)")
 	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key for it")

@@ -60,7 +60,9 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 		// Take the channel before reading, so an event applied between the
 		// read and the wait still wakes this request.
 		changed := s.store.Changed()
+		start := time.Now()
 		recs, more, err := s.readFeed(ctx, partner, q)
+		s.cfg.Metrics.FeedPage(time.Since(start))
 		if err != nil {
 			return FeedPage{}, err
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Follow reads the ledger in order from sequence from (1 for the start) and
@@ -178,5 +180,7 @@ func (l *Ledger) recordOfMsg(msg jetstream.Msg) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("ledger message metadata: %w", err)
 	}
-	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+	rec, err := l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers().Get(jetstream.MsgIDHeader), msg.Data())
+	rec.Trace = msg.Headers().Get(telemetry.TraceparentHeader)
+	return rec, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config says where the ledger lives.
@@ -38,6 +39,8 @@ type Config struct {
 	Replicas int
 	// Duplicates is JetStream's dedup window for Nats-Msg-Id.
 	Duplicates time.Duration
+	// Metrics records appends; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Ledger is an open connection to one environment's ledger.

@@ -10,8 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Record is one stored event with its place in the ledger.
@@ -27,6 +30,10 @@ type Record struct {
 	// Data is the event's envelope exactly as stored: the bytes the feed and
 	// webhooks send.
 	Data []byte
+	// Trace is the W3C traceparent of the span that appended the event
+	// (empty when tracing was off). It is a message header, never part of
+	// the envelope partners see.
+	Trace string
 }
 
 // Event decodes the record's envelope.
@@ -61,18 +68,39 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 		return Appended{}, err
 	}
 	if len(data) > MaxEventSize {
+		l.cfg.Metrics.LedgerAppend(telemetry.AppendRejected, 0)
 		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
 	}
 	if msgID == "" {
 		msgID = ev.ID
 	}
+	ctx, span := telemetry.Start(ctx, "ledger.append", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(telemetry.Attr("giving.event_type", ev.Type), telemetry.Attr("giving.event_id", ev.ID)))
 	msg := nats.NewMsg(subject)
 	msg.Data = data
+	tp := telemetry.TraceParent(ctx)
+	if tp != "" {
+		msg.Header.Set(telemetry.TraceparentHeader, tp)
+	}
+	start := time.Now()
 	ack, err := l.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(l.name),
 		jetstream.WithExpectLastSequenceForSubject(expect, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID)),
 	)
+	result := appendResult(ack, err)
+	l.cfg.Metrics.LedgerAppend(result, time.Since(start))
+	span.SetAttributes(telemetry.Attr("giving.result", result))
+	switch result {
+	case telemetry.AppendOK:
+		l.cfg.Metrics.LedgerBatch(1)
+		span.SetAttributes(attribute.Int64("giving.seq", int64(ack.Sequence)))
+		span.End()
+	case telemetry.AppendUnavailable:
+		telemetry.End(span, err)
+	default: // a duplicate or a conflict is an expected race, not a failure
+		span.End()
+	}
 	if err != nil {
 		if isConflict(err) {
 			return Appended{}, fmt.Errorf("append %s: %w", subject, ErrConflict)
@@ -89,8 +117,21 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 	p, _ := l.subjects.parse(subject)
 	return Appended{Record: Record{
 		Seq: ack.Sequence, Subject: subject, Stored: ev.OccurredAt, MsgID: msgID,
-		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
+		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data, Trace: tp,
 	}}, nil
+}
+
+// appendResult names an append's result for the metrics.
+func appendResult(ack *jetstream.PubAck, err error) string {
+	switch {
+	case err == nil && ack.Duplicate:
+		return telemetry.AppendDuplicate
+	case err == nil:
+		return telemetry.AppendOK
+	case isConflict(err):
+		return telemetry.AppendConflict
+	}
+	return telemetry.AppendUnavailable
 }
 
 // isConflict recognises both codes JetStream uses for a failed
@@ -230,7 +271,9 @@ func (l *Ledger) recordOf(msg *nats.Msg) (Record, error) {
 		return Record{}, fmt.Errorf("direct get: bad sequence header: %w", err)
 	}
 	stored, _ := time.Parse(time.RFC3339Nano, msg.Header.Get("Nats-Time-Stamp"))
-	return l.record(seq, subject, stored, msg.Header.Get(jetstream.MsgIDHeader), msg.Data)
+	rec, err := l.record(seq, subject, stored, msg.Header.Get(jetstream.MsgIDHeader), msg.Data)
+	rec.Trace = msg.Header.Get(telemetry.TraceparentHeader)
+	return rec, err
 }
 
 func (l *Ledger) record(seq uint64, subject string, stored time.Time, msgID string, data []byte) (Record, error) {

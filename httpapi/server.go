@@ -14,6 +14,7 @@ import (
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -25,6 +26,9 @@ type Config struct {
 	// Keys are the transport's own secrets, derived from the master key.
 	Keys Keys
 	Log  zerolog.Logger
+	// Metrics records requests, rate-limit rejections, replays and vendor
+	// webhooks; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -62,7 +66,7 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(cfg Config, d Deps) (*Server, error) {
-	lim, err := newLimiter(d.RateLimits, cfg.RateLimit)
+	lim, err := newLimiter(d.RateLimits, cfg.RateLimit, cfg.Log)
 	if err != nil {
 		return nil, err
 	}

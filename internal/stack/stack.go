@@ -21,6 +21,7 @@ import (
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config is everything needed to run one instance.
@@ -60,6 +61,9 @@ type Stack struct {
 	Operators  *app.Operators
 	Dispatcher *dispatcher.Dispatcher
 	API        *httpapi.Server
+	// Metrics is the instance's registry; serve exposes it on the metrics
+	// listener.
+	Metrics *telemetry.Metrics
 
 	control *control
 	cancel  context.CancelFunc
@@ -71,7 +75,9 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := os.MkdirAll(cfg.Ledger.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	s := &Stack{Config: cfg}
+	metrics := telemetry.NewMetrics()
+	cfg.Ledger.Metrics = metrics
+	s := &Stack{Config: cfg, Metrics: metrics}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -88,13 +94,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.Projector = projections.NewProjector(s.Store, s.Ledger, cfg.Log.With().Str("component", "projector").Logger())
 	s.Operators = app.NewOperators(s.Ledger)
-	instance := cfg.Instance
-	if instance == "" {
-		instance, _ = filepath.Abs(cfg.Ledger.DataDir)
-		if host, err := os.Hostname(); err == nil {
-			instance = host + ":" + instance
-		}
-	}
+	instance := InstanceName(cfg)
 	vendors, err := vendorSecrets(cfg, s.Secrets)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,21 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log}
+	s.Metrics.Watch(state{s})
 	return s, nil
+}
+
+// InstanceName is cfg.Instance, or by default the host and the absolute
+// data directory, which one process uses at a time.
+func InstanceName(cfg Config) string {
+	if cfg.Instance != "" {
+		return cfg.Instance
+	}
+	instance, _ := filepath.Abs(cfg.Ledger.DataDir)
+	if host, err := os.Hostname(); err == nil {
+		instance = host + ":" + instance
+	}
+	return instance
 }
 
 // build opens the shared state every instance uses and builds the use
@@ -142,12 +156,13 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		verifier = sms.Sandbox{}
 	}
 	hooks := cfg.Webhooks
-	hooks.Env, hooks.Log = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger()
+	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
 	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts}); err != nil {
 		return err
 	}
 	s.App, err = app.New(app.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
+		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
 		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
@@ -156,7 +171,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		return err
 	}
 	s.API, err = httpapi.New(httpapi.Config{
-		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(),
+		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, RateLimits: limits})
 	return err

@@ -380,7 +380,9 @@ func startServer(t *testing.T, dataDir string, env []string, args ...string) *se
 func launchServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(givingBinary(t), append([]string{"serve"}, args...)...)
-	cmd.Env = cleanEnv(env...)
+	// A random metrics port unless the test says otherwise: the default one
+	// is a single port, and several servers run at once.
+	cmd.Env = cleanEnv(append([]string{"GIVING_METRICS_ADDR=127.0.0.1:0"}, env...)...)
 	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, s.Stderr

@@ -223,9 +223,11 @@ func (m *Metrics) VendorWebhook(vendor, result string) {
 }
 
 // observe records a duration, with the trace it belongs to as an exemplar
-// when that trace is sampled, so a slow bucket leads to a trace.
+// when this process exports that trace, so a slow bucket leads to a trace.
+// (A caller's sampled traceparent alone, with tracing off, names a trace no
+// one can find.)
 func observe(ctx context.Context, o prometheus.Observer, d time.Duration) {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() && exporting.Load() {
 		if eo, ok := o.(prometheus.ExemplarObserver); ok {
 			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": sc.TraceID().String()})
 			return

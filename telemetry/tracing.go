@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,9 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// exporting is set once Setup has installed an exporter.
+var exporting atomic.Bool
 
 // tracerName names the service's instrumentation.
 const tracerName = "github.com/partnergiving/giving"
@@ -143,5 +147,6 @@ func Setup(ctx context.Context, svc Service) (shutdown func(context.Context) err
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagator)
+	exporting.Store(true)
 	return tp.Shutdown, nil
 }

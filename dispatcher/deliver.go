@@ -251,7 +251,7 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 		return
 	}
 	at := time.Now()
-	sctx, span := d.attemptSpan(ctx, j, rec)
+	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
 	res := d.sender.send(sctx, ep.URL, string(secret), rec.Data)
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
@@ -323,7 +323,7 @@ func (d *Dispatcher) record(ctx context.Context, partner string, at domain.Deliv
 // span starts a trace of its own, linked to the append's span (its
 // traceparent is stored with the event in the ledger, never in the
 // envelope). Nothing of the trace is sent to the receiver.
-func (d *Dispatcher) attemptSpan(ctx context.Context, j job, rec eventlog.Record) (context.Context, trace.Span) {
+func (d *Dispatcher) attemptSpan(ctx context.Context, j job, traceparent string) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
@@ -331,7 +331,7 @@ func (d *Dispatcher) attemptSpan(ctx context.Context, j job, rec eventlog.Record
 			telemetry.Attr("giving.event_type", j.EventType), attribute.Int("giving.attempt", j.Attempt),
 		),
 	}
-	if link, ok := telemetry.LinkTo(rec.Trace); ok {
+	if link, ok := telemetry.LinkTo(traceparent); ok {
 		opts = append(opts, trace.WithLinks(link))
 	}
 	return telemetry.Start(ctx, "webhook.deliver", opts...)

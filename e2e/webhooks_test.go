@@ -762,7 +762,12 @@ func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
 		_, id, _ := appendEnrollment(t, a.Ledger, pid)
 		ids = append(ids, id)
 	}
-	attemptsBy := func(ts *testStack) int { return strings.Count(ts.Logs.String(), `"message":"webhook attempt"`) }
+	// Every attempt logs one line: "webhook attempt succeeded", "webhook
+	// attempt failed; retry scheduled", or after the last "webhook delivery
+	// exhausted ...".
+	attemptsBy := func(ts *testStack) int {
+		return strings.Count(ts.Logs.String(), `"message":"webhook attempt`) + strings.Count(ts.Logs.String(), `"message":"webhook delivery exhausted`)
+	}
 	waitFor(t, 20*time.Second, "both instances make attempts and every event is tried", func() bool {
 		return attemptsBy(a) > 0 && attemptsBy(b) > 0 && len(rc.received()) == len(ids)
 	})

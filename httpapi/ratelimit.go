@@ -22,17 +22,16 @@ type RateLimit struct {
 type limiter struct {
 	gcra   *throttled.GCRARateLimiterCtx
 	policy string
-	// rejected logs refusals, sampled: a client hammering its limit must
-	// not flood the log.
-	rejected zerolog.Logger
 }
 
-// rejectionSample keeps the first 10 refusals a minute, then one in 100.
-func rejectionSample() zerolog.Sampler {
-	return &zerolog.BurstSampler{Burst: 10, Period: time.Minute, NextSampler: &zerolog.BasicSampler{N: 100}}
+// refusalLog is the log of rate-limit refusals, sampled (the first 10 a
+// minute, then one in 100): a client hammering its limit must not flood the
+// log.
+func refusalLog(log zerolog.Logger) zerolog.Logger {
+	return log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute, NextSampler: &zerolog.BasicSampler{N: 100}})
 }
 
-func newLimiter(store throttled.GCRAStoreCtx, rl RateLimit, log zerolog.Logger) (*limiter, error) {
+func newLimiter(store throttled.GCRAStoreCtx, rl RateLimit) (*limiter, error) {
 	if rl.PerSecond <= 0 || rl.Burst <= 0 {
 		return nil, fmt.Errorf("rate limit: per-second rate and burst must be positive")
 	}
@@ -42,7 +41,7 @@ func newLimiter(store throttled.GCRAStoreCtx, rl RateLimit, log zerolog.Logger) 
 		return nil, fmt.Errorf("rate limit: %w", err)
 	}
 	window := int(math.Ceil(float64(rl.Burst) / float64(rl.PerSecond)))
-	return &limiter{gcra: gcra, policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, rl.Burst, window), rejected: log.Sample(rejectionSample())}, nil
+	return &limiter{gcra: gcra, policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, rl.Burst, window)}, nil
 }
 
 // rateLimit answers 429 once a key spends its budget. Every answer carries
@@ -63,7 +62,7 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, max(res.Remaining, 0), max(reset, 0)))
 		if limited {
 			s.cfg.Metrics.RateLimited()
-			s.limiter.rejected.Warn().Str("request_id", requestID(r.Context())).Str("partner_id", p.PartnerID).Str("key_id", p.KeyID).
+			s.refusals.Warn().Str("request_id", requestID(r.Context())).Str("partner_id", p.PartnerID).Str("key_id", p.KeyID).
 				Str("route", info(r.Context()).route).Dur("retry_after", res.RetryAfter).Msg("rate limited (sampled: the first 10 a minute, then 1 in 100)")
 			writeRateLimited(w, r, max(res.RetryAfter, time.Second))
 			return

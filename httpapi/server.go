@@ -62,15 +62,19 @@ type Server struct {
 	limiter *limiter
 	cursors domain.Cursors
 	router  *mux.Router
+
+	// refusals logs rate-limit refusals, sampled.
+	refusals zerolog.Logger
 }
 
 // New builds the server and its routes.
 func New(cfg Config, d Deps) (*Server, error) {
-	lim, err := newLimiter(d.RateLimits, cfg.RateLimit, cfg.Log)
+	lim, err := newLimiter(d.RateLimits, cfg.RateLimit)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor)}
+	s.refusals = refusalLog(cfg.Log)
 	s.routes()
 	return s, nil
 }

@@ -100,7 +100,7 @@ func NewMetrics() *Metrics {
 	})
 	m.feedPage = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "giving_feed_page_duration_seconds",
-		Help:    "Time to read one page of the event feed from the ledger (a long poll's waiting excluded).",
+		Help:    "Time to read one page of the event feed (a long poll's waiting excluded).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 	})
 	m.rateLimited = prometheus.NewCounter(prometheus.CounterOpts{

@@ -29,17 +29,13 @@ func (f *telemetryFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on the metrics listener")
 }
 
-func (f *telemetryFlags) check() error {
-	if f.pprof && f.metricsAddr == "" {
-		return usageError{"--pprof is served on the metrics listener: it needs --metrics-addr"}
-	}
-	return nil
-}
-
 // listen opens the metrics listener, so that a taken address stops serve
 // before anything else starts.
 func (f *telemetryFlags) listen() (net.Listener, error) {
 	if f.metricsAddr == "" {
+		if f.pprof {
+			return nil, usageError{"--pprof is served on the metrics listener: it needs --metrics-addr"}
+		}
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", f.metricsAddr)

@@ -13,6 +13,6 @@
 // HTTP, HTML or flags: the transports (httpapi, the CLI) decode, call and
 // encode.
 //
-// Imports: domain, eventlog, projections, simulators. Imported by the
+// Imports: domain, eventlog, projections, simulators, telemetry. Imported by the
 // transports and the wiring (internal/stack, cmd).
 package app

@@ -64,7 +64,9 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 		// Take the channel before reading, so an event applied between the
 		// read and the wait still wakes this request.
 		changed := s.store.Changed()
+		start := time.Now()
 		items, more, err := s.store.Feed(partner, q.Types, q.After, q.Limit)
+		s.cfg.Metrics.FeedPage(time.Since(start))
 		if err != nil {
 			return FeedPage{}, fmt.Errorf("feed of %s after %d: %w", partner, q.After, err)
 		}

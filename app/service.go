@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config is what the use cases need to know about their deployment.
@@ -26,6 +30,8 @@ type Config struct {
 	// Now is the clock; nil means time.Now. Tests move it forward to expire
 	// sessions and codes without waiting.
 	Now func() time.Time
+	// Metrics records feed reads; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Deps are the parts the use cases work with.
@@ -105,16 +111,36 @@ const readWait = 5 * time.Second
 // follows on this instance see the write.
 func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
 	claimed := underClaim(ctx, &cmd, s.recall)
+	ctx, span := telemetry.Start(ctx, useCase())
 	out, err := s.ledger.Execute(ctx, cmd)
-	if err != nil || out.Record == nil {
-		return out, err
+	if err == nil && out.Record != nil && claimed {
+		err = settleClaimed(ctx, cmd, out)
 	}
-	if claimed {
-		if err := settleClaimed(ctx, cmd, out); err != nil {
-			return out, err
+	if err == nil && out.Record != nil {
+		span.SetAttributes(telemetry.Attr("giving.event_type", out.Record.Type), attribute.Bool("giving.replayed", out.Replayed))
+		err = s.waitApplied(ctx, out.Record.Seq)
+	}
+	telemetry.End(span, err)
+	return out, err
+}
+
+// useCase names the span of a command after the exported use case that
+// runs it (app.ConnectPayroll), found on the call stack, so that no use
+// case has to name itself; "app.run" when none is found.
+func useCase() string {
+	var pcs [8]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	const prefix = "github.com/partnergiving/giving/app.(*Service)."
+	for {
+		f, more := frames.Next()
+		if name, ok := strings.CutPrefix(f.Function, prefix); ok && name != "" && unicode.IsUpper(rune(name[0])) {
+			name, _, _ = strings.Cut(name, ".") // a closure inside the use case
+			return "app." + name
+		}
+		if !more {
+			return "app.run"
 		}
 	}
-	return out, s.waitApplied(ctx, out.Record.Seq)
 }
 
 // waitApplied waits, bounded, until the local projections reach seq.

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // worker consumes one endpoint's jobs in this instance.
@@ -245,7 +249,7 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 		m.Drop()
 		return
 	}
-	switch v, wait := d.attempt(ctx, j, rec.Data); v {
+	switch v, wait := d.attempt(ctx, j, rec); v {
 	case settled:
 		m.Ack()
 	case interrupted:
@@ -268,11 +272,11 @@ const (
 	interrupted
 )
 
-// attempt makes one attempt of j with the event's stored bytes, records it
+// attempt makes one attempt of j with the event's stored record, records it
 // in the attempt log, and schedules the next attempt after a failure. Real
 // deliveries, whether pushed at once or taken from the queue, all go
 // through it.
-func (d *Dispatcher) attempt(ctx context.Context, j job, data []byte) (verdict, time.Duration) {
+func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (verdict, time.Duration) {
 	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
 	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
 	if err != nil {
@@ -288,19 +292,26 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, data []byte) (verdict, 
 		return later, time.Minute
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, string(secret), data)
+	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
+	res := d.sender.send(sctx, ep.URL, string(secret), rec.Data)
+	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
 		return interrupted, 0
 	}
+	d.cfg.Metrics.WebhookDelivery(sctx, string(res.outcome), res.duration)
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
-	log.Debug().Str("outcome", string(res.outcome)).Int("status", res.status).Dur("duration", res.duration).Msg("webhook attempt")
-	if res.outcome != domain.DeliverySucceeded {
+	log = log.With().Str("partner_id", j.Partner).Str("event_type", j.EventType).Str("outcome", string(res.outcome)).
+		Int("status", res.status).Dur("duration", res.duration).Logger()
+	if res.outcome == domain.DeliverySucceeded {
+		log.Debug().Msg("webhook attempt succeeded")
+	} else {
 		if j.Attempt > len(d.cfg.Schedule) {
 			attempt.Exhausted = true
-			log.Warn().Str("outcome", string(res.outcome)).Msg("webhook delivery exhausted")
+			log.Error().Str("reason", res.err).Msg("webhook delivery exhausted: no automatic retry is left; the event stays on the feed")
 		} else {
 			next := time.Now().Add(nextWait(d.cfg.Schedule, j.Attempt, d.cfg.Jitter, res.retryAfter, d.cfg.MaxRetryAfter))
 			attempt.NextAttemptAt = &next
+			log.Warn().Str("reason", res.err).Time("next_attempt_at", next).Msg("webhook attempt failed; retry scheduled")
 			if err := d.scheduleRetry(ctx, j, next); err != nil {
 				log.Error().Err(err).Msg("webhook retry not scheduled; trying the job again instead")
 				d.record(ctx, j.Partner, attempt)
@@ -344,6 +355,37 @@ func (d *Dispatcher) record(ctx context.Context, partner string, at domain.Deliv
 	if err := d.attempts.Record(ctx, partner, at); err != nil {
 		d.log.Error().Err(err).Str("endpoint_id", at.EndpointID).Msg("webhook attempt not logged")
 	}
+}
+
+// attemptSpan starts the span of one delivery attempt. The attempt runs
+// long after, and apart from, the request that appended its event, so the
+// span starts a trace of its own, linked to the append's span (its
+// traceparent is stored with the event in the ledger, never in the
+// envelope). Nothing of the trace is sent to the receiver.
+func (d *Dispatcher) attemptSpan(ctx context.Context, j job, traceparent string) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			telemetry.Attr("giving.endpoint_id", j.Endpoint), telemetry.Attr("giving.event_id", j.EventID),
+			telemetry.Attr("giving.event_type", j.EventType), attribute.Int("giving.attempt", j.Attempt),
+		),
+	}
+	if link, ok := telemetry.LinkTo(traceparent); ok {
+		opts = append(opts, trace.WithLinks(link))
+	}
+	return telemetry.Start(ctx, "webhook.deliver", opts...)
+}
+
+func endAttemptSpan(span trace.Span, res result) {
+	span.SetAttributes(telemetry.Attr("giving.outcome", string(res.outcome)))
+	if res.status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", res.status))
+	}
+	var err error
+	if res.outcome != domain.DeliverySucceeded {
+		err = errors.New(res.err)
+	}
+	telemetry.End(span, err)
 }
 
 func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res result) domain.DeliveryAttempt {

@@ -11,6 +11,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config tunes the dispatcher.
@@ -37,6 +38,8 @@ type Config struct {
 	// Resolver looks up receiver hosts. Default the system resolver.
 	Resolver Resolver
 	Log      zerolog.Logger
+	// Metrics records delivery attempts; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 func (c *Config) defaults() {
@@ -146,6 +149,12 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 // consumer exists and how many jobs and retries wait there.
 func (d *Dispatcher) Holds(ctx context.Context, partner, endpoint string) (eventlog.Holding, error) {
 	return d.queue.Holds(ctx, partner, endpoint)
+}
+
+// Backlog reports what waits for delivery, across every endpoint and
+// instance.
+func (d *Dispatcher) Backlog(ctx context.Context) (telemetry.Backlog, error) {
+	return d.queue.Backlog(ctx)
 }
 
 // CheckURL refuses, as a validation error naming url, a receiver address

@@ -33,6 +33,6 @@
 // an internal address between the check and the connection.
 //
 // Real and test deliveries are signed by domain.Sign, the one signer.
-// Imports: domain, eventlog, projections. Imported by the wiring, which also
+// Imports: domain, eventlog, projections, telemetry. Imported by the wiring, which also
 // hands it to app as the app.Webhooks the endpoint use cases call.
 package dispatcher

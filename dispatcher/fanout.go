@@ -92,7 +92,7 @@ func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery)
 		}
 		s := newSettlement(m, len(jobs))
 		for _, j := range jobs {
-			if d.push(ctx, pushed{j: j, data: m.Record.Data, done: s.done}) {
+			if d.push(ctx, pushed{j: j, rec: m.Record, done: s.done}) {
 				continue
 			}
 			sp, err := d.enqueue(j)

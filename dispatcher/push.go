@@ -38,7 +38,7 @@ const pushPatience = 200 * time.Millisecond
 // pushed is a first attempt waiting for a pusher.
 type pushed struct {
 	j    job
-	data []byte
+	rec  eventlog.Record
 	done func(ok bool)
 }
 
@@ -121,7 +121,7 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 			if !pu.hold(ctx) {
 				return
 			}
-			v, _ := d.attempt(ctx, p.j, p.data)
+			v, _ := d.attempt(ctx, p.j, p.rec)
 			pu.release()
 			p.done(v == settled)
 			if len(pu.jobs) == 0 {

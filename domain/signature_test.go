@@ -1,6 +1,9 @@
 package domain_test
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +23,21 @@ func TestSignKnownVector(t *testing.T) {
 	if err := domain.VerifySignature(got, []byte("whsec_test_secret"), body, at.Add(domain.SignatureTolerance)); err != nil {
 		t.Fatalf("a signature at the edge of the tolerance: %v", err)
 	}
-	for name, check := range map[string]func() error{
-		"stale": func() error {
+	// Each failure is ErrBadSignature, with its reason for the log.
+	for name, c := range map[string]struct {
+		check  func() error
+		reason string
+	}{
+		"stale": {func() error {
 			return domain.VerifySignature(got, []byte("whsec_test_secret"), body, at.Add(domain.SignatureTolerance+time.Second))
-		},
-		"other key":  func() error { return domain.VerifySignature(got, []byte("whsec_other"), body, at) },
-		"other body": func() error { return domain.VerifySignature(got, []byte("whsec_test_secret"), []byte(`{}`), at) },
-		"malformed":  func() error { return domain.VerifySignature("v1="+got, []byte("whsec_test_secret"), body, at) },
+		}, "timestamp 301s from now"},
+		"other key":  {func() error { return domain.VerifySignature(got, []byte("whsec_other"), body, at) }, "HMAC does not match"},
+		"other body": {func() error { return domain.VerifySignature(got, []byte("whsec_test_secret"), []byte(`{}`), at) }, "HMAC does not match"},
+		"malformed":  {func() error { return domain.VerifySignature("v1="+got, []byte("whsec_test_secret"), body, at) }, "header missing"},
 	} {
-		if err := check(); err != domain.ErrBadSignature {
-			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		err := c.check()
+		if !errors.Is(err, domain.ErrBadSignature) || !strings.Contains(fmt.Sprint(err), c.reason) {
+			t.Errorf("%s: %v, want ErrBadSignature with %q", name, err, c.reason)
 		}
 	}
 }

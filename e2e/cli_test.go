@@ -214,6 +214,13 @@ func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 	if r := runCLI(t, nil, "serve", "--env", "production", "--demo", "--data", dir); r.Code != 2 || !strings.Contains(r.Stderr, "--demo") {
 		t.Fatalf("--demo in production: %d %s", r.Code, r.Stderr)
 	}
+	if r := runCLI(t, nil, "serve", "--addr", "127.0.0.1:0", "--metrics-addr", "", "--pprof", "--data", dir); r.Code != 2 || !strings.Contains(r.Stderr, "--pprof is served on the metrics listener") {
+		t.Fatalf("--pprof without a metrics listener: %d %s", r.Code, r.Stderr)
+	}
+	if r := runCLI(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
+		"serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--data", dir); r.Code != 2 || !strings.Contains(r.Stderr, "OTLP/HTTP only") {
+		t.Fatalf("traces over gRPC: %d %s", r.Code, r.Stderr)
+	}
 
 	// Production refuses to start without its vendors; these point nowhere.
 	srv := startServer(t, dir, []string{"GIVING_ENV=production",

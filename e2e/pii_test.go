@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -94,6 +95,10 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	church := importChurch(t, c, "Grace Chapel")
 	hooks := okReceiver(t)
 	createEndpoint(t, c, hooks.URL)
+	// A receiver that fails, and a forged vendor webhook, so the log has
+	// the lines for what went wrong too.
+	failing := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return http.StatusInternalServerError })
+	createEndpoint(t, c, failing.URL)
 
 	donors := []struct{ phone, mode, value, end string }{
 		{"+12025550100", "pct", "3", "You're all set"},
@@ -195,6 +200,20 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550100", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550101", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
 
+	forged := `{"id":"evt_forged","type":"identity.verification.completed","data":{"donor_phone":"+12025550100"}}`
+	if resp, err := http.Post(ts.URL+"/edge/kyc", "application/json", strings.NewReader(forged)); err == nil {
+		resp.Body.Close()
+	}
+	waitFor(t, 10*time.Second, "the failing receiver tried", func() bool { return failing.count() > 0 })
+
+	// /metrics, as Prometheus reads it.
+	scraped := httptest.NewRecorder()
+	ts.Metrics.Handler(false).ServeHTTP(scraped, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(scraped.Body.String(), `giving_http_requests_total{code="303",method="POST",route="/flow/{token}/payroll"}`) {
+		t.Fatalf("the scrape misses the flow's requests:\n%s", scraped.Body)
+	}
+	sweep(t, "/metrics", scraped.Body.Bytes(), phones)
+
 	responses := rec.all()
 	if len(responses) < 40 {
 		t.Fatalf("only %d responses captured", len(responses))
@@ -205,8 +224,10 @@ func TestNoPhoneAnywhere(t *testing.T) {
 
 	// Stop the stack so that every file is complete, then read them all.
 	logs := ts.Logs.String()
-	if !strings.Contains(logs, `"route":"/flow/{token}/payroll"`) {
-		t.Fatal("the logs were not captured")
+	for _, line := range []string{`"route":"/flow/{token}/payroll"`, `"message":"webhook attempt failed; retry scheduled"`, `"message":"vendor webhook rejected"`} {
+		if !strings.Contains(logs, line) {
+			t.Fatalf("the logs do not have %s", line)
+		}
 	}
 	ts.stop()
 	sweep(t, "the logs", []byte(logs), phones)

@@ -315,6 +315,32 @@ func TestWebhookRetryAfterIsHonouredAndDeliveriesExhaust(t *testing.T) {
 	if last.Attempt != 3 || !last.Exhausted || last.NextAttemptAt != nil || last.Outcome != "failed" {
 		t.Errorf("last attempt should be exhausted: %+v", last)
 	}
+	// The operator's log has one line per failed attempt, and one when the
+	// retries run out: which endpoint and event, the attempt, the reason and
+	// the next attempt; never the secret or the body.
+	var failed, exhausted []map[string]any
+	for _, l := range logLines(t, ts.Logs.String()) {
+		if l["event_id"] != id || l["endpoint_id"] != ep.ID {
+			continue
+		}
+		switch l["message"] {
+		case "webhook attempt failed; retry scheduled":
+			failed = append(failed, l)
+		case "webhook delivery exhausted: no automatic retry is left; the event stays on the feed":
+			exhausted = append(exhausted, l)
+		}
+	}
+	if len(failed) != 2 || failed[0]["attempt"] != 1.0 || failed[0]["reason"] != "the receiver answered 503 Service Unavailable" ||
+		failed[0]["next_attempt_at"] == nil || failed[1]["attempt"] != 2.0 || failed[0]["level"] != "warn" {
+		t.Errorf("failed attempt lines: %v", failed)
+	}
+	if len(exhausted) != 1 || exhausted[0]["attempt"] != 3.0 || exhausted[0]["reason"] != "the receiver answered 502 Bad Gateway" ||
+		exhausted[0]["level"] != "error" || exhausted[0]["next_attempt_at"] != nil {
+		t.Errorf("exhausted line: %v", exhausted)
+	}
+	if strings.Contains(ts.Logs.String(), ep.Secret) || strings.Contains(ts.Logs.String(), `"enrollment_id"`) {
+		t.Error("the log holds the endpoint's secret or an event's body")
+	}
 	// A later event is tried its three times too, and the exhausted one
 	// never again.
 	_, id2, _ := appendEnrollment(t, ts.Ledger, pid)
@@ -736,7 +762,12 @@ func TestWebhookDeliveriesMoveBetweenInstances(t *testing.T) {
 		_, id, _ := appendEnrollment(t, a.Ledger, pid)
 		ids = append(ids, id)
 	}
-	attemptsBy := func(ts *testStack) int { return strings.Count(ts.Logs.String(), `"message":"webhook attempt"`) }
+	// Every attempt logs one line: "webhook attempt succeeded", "webhook
+	// attempt failed; retry scheduled", or after the last "webhook delivery
+	// exhausted ...".
+	attemptsBy := func(ts *testStack) int {
+		return strings.Count(ts.Logs.String(), `"message":"webhook attempt`) + strings.Count(ts.Logs.String(), `"message":"webhook delivery exhausted`)
+	}
 	waitFor(t, 20*time.Second, "both instances make attempts and every event is tried", func() bool {
 		return attemptsBy(a) > 0 && attemptsBy(b) > 0 && len(rc.received()) == len(ids)
 	})

@@ -9,7 +9,7 @@
 // projector, SharedReader and DeliveryQueue for the dispatcher, Listen and
 // Request for operator requests. A failure to reach NATS is reported as
 // domain.ErrUnavailable, so callers can answer "retry later" without knowing
-// what NATS is. Imports: domain. Imported by projections, app, dispatcher
+// what NATS is. Imports: domain, telemetry. Imported by projections, app, dispatcher
 // and the wiring.
 //
 // With no NATS URL it starts an embedded nats-server that stores under the

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config says where the ledger lives.
@@ -43,6 +44,8 @@ type Config struct {
 	// server keeps its memory-stored state (the rate-limit bucket) within
 	// an eighth of it; the caller sets the Go runtime's limit.
 	Memory int64
+	// Metrics records appends; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Ledger is an open connection to one environment's ledger.

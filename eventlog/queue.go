@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // DeliveryQueue holds webhook delivery jobs in a JetStream work queue shared
@@ -270,4 +271,28 @@ func (q *DeliveryQueue) Holds(ctx context.Context, partner, endpoint string) (Ho
 func isGone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
 		errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// Backlog reports what waits in the queue, for every endpoint and instance
+// together: the stored jobs and scheduled retries, and when the oldest job
+// ready for an attempt was queued. It reads the stream's state and one
+// message, whatever the backlog's size.
+func (q *DeliveryQueue) Backlog(ctx context.Context) (telemetry.Backlog, error) {
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return telemetry.Backlog{}, natsErr("delivery queue backlog", err)
+	}
+	b := telemetry.Backlog{Waiting: info.State.Msgs}
+	if b.Waiting == 0 {
+		return b, nil
+	}
+	oldest, err := q.stream.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(q.prefix+"job.>"))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return b, nil
+	case err != nil:
+		return b, natsErr("delivery queue backlog", err)
+	}
+	b.OldestReady = oldest.Time
+	return b, nil
 }

@@ -10,8 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Record is one stored event with its place in the ledger.
@@ -30,6 +33,10 @@ type Record struct {
 	// Request is the fingerprint of the partner request that appended the
 	// event under an Idempotency-Key, if any (see Command.Request).
 	Request string
+	// Trace is the W3C traceparent of the span that appended the event
+	// (empty when tracing was off). It is a message header, never part of
+	// the envelope partners see.
+	Trace string
 }
 
 // requestHeader carries Command.Request on a ledger message: a keyed hash of
@@ -74,21 +81,42 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 		return Appended{}, err
 	}
 	if len(data) > MaxEventSize {
+		l.cfg.Metrics.LedgerAppend(telemetry.AppendRejected, 0)
 		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
 	}
 	if msgID == "" {
 		msgID = ev.ID
 	}
+	ctx, span := telemetry.Start(ctx, "ledger.append", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(telemetry.Attr("giving.event_type", ev.Type), telemetry.Attr("giving.event_id", ev.ID)))
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	if request != "" {
 		msg.Header.Set(requestHeader, request)
 	}
+	tp := telemetry.TraceParent(ctx)
+	if tp != "" {
+		msg.Header.Set(telemetry.TraceparentHeader, tp)
+	}
+	start := time.Now()
 	ack, err := l.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(l.name),
 		jetstream.WithExpectLastSequenceForSubject(expect, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID)),
 	)
+	result := appendResult(ack, err)
+	l.cfg.Metrics.LedgerAppend(result, time.Since(start))
+	span.SetAttributes(telemetry.Attr("giving.result", result))
+	switch result {
+	case telemetry.AppendOK:
+		l.cfg.Metrics.LedgerBatch(1)
+		span.SetAttributes(attribute.Int64("giving.seq", int64(ack.Sequence)))
+		span.End()
+	case telemetry.AppendUnavailable:
+		telemetry.End(span, err)
+	default: // a duplicate or a conflict is an expected race, not a failure
+		span.End()
+	}
 	if err != nil {
 		if isConflict(err) {
 			return Appended{}, fmt.Errorf("append %s: %w", subject, ErrConflict)
@@ -105,8 +133,21 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 	p, _ := l.subjects.parse(subject)
 	return Appended{Record: Record{
 		Seq: ack.Sequence, Subject: subject, Stored: ev.OccurredAt, MsgID: msgID,
-		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data, Request: request,
+		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data, Request: request, Trace: tp,
 	}}, nil
+}
+
+// appendResult names an append's result for the metrics.
+func appendResult(ack *jetstream.PubAck, err error) string {
+	switch {
+	case err == nil && ack.Duplicate:
+		return telemetry.AppendDuplicate
+	case err == nil:
+		return telemetry.AppendOK
+	case isConflict(err):
+		return telemetry.AppendConflict
+	}
+	return telemetry.AppendUnavailable
 }
 
 // isConflict recognises both codes JetStream uses for a failed
@@ -255,7 +296,7 @@ func (l *Ledger) record(seq uint64, subject string, stored time.Time, h nats.Hea
 		return Record{}, err
 	}
 	return Record{
-		Seq: seq, Subject: subject, Stored: stored, MsgID: h.Get(jetstream.MsgIDHeader), Request: h.Get(requestHeader),
+		Seq: seq, Subject: subject, Stored: stored, MsgID: h.Get(jetstream.MsgIDHeader), Request: h.Get(requestHeader), Trace: h.Get(telemetry.TraceparentHeader),
 		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
 	}, nil
 }

@@ -12,7 +12,7 @@
 // into application/problem+json with the status its catalogue entry names.
 // Reads that need no rule (get and list) come straight from the projections.
 //
-// Imports: app, domain, projections. Never eventlog or NATS: the ledger is
+// Imports: app, domain, projections, telemetry. Never eventlog or NATS: the ledger is
 // reached only through the use cases. Imported by the wiring
 // (internal/stack) and the tests.
 package httpapi

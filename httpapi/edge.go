@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // The vendor edge: one inbound webhook route per vendor kind. Vendors sign
@@ -82,54 +84,72 @@ func (v vendorRoute) typeNames() string {
 	return strings.Join(names, " or ")
 }
 
-// edge serves one vendor kind's webhooks.
+// edge serves one vendor kind's webhooks, counts each by result, and logs
+// every rejection with its reason: the error's code, detail and fields,
+// never the body or the secret. Only the signature's reason is logged for an
+// unauthenticated request.
 func (s *Server) edge(v vendorRoute) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(w, r)
+		result, err := s.receiveVendor(w, r, v)
+		s.cfg.Metrics.VendorWebhook(v.kind, result)
 		if err != nil {
-			writeError(w, r, err)
-			return
+			logger(r.Context()).Warn().Str("vendor", v.kind).Str("result", result).Str("reason", err.Error()).Msg("vendor webhook rejected")
 		}
-		if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), v.secret(s), body, time.Now()); err != nil {
-			writeProblem(w, r, domain.ProblemInvalidSignature, "", nil)
-			return
-		}
-		var env vendorEnvelope
-		if err := decodeStrict(body, &env); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		var val domain.Validation
-		if !vendorIDForm.MatchString(env.ID) {
-			val.Add("id", "must be 1 to 255 visible ASCII characters")
-		}
-		vt, known := v.typeOf(env.Type)
-		if !known {
-			val.Add("type", "must be %s on this route", v.typeNames())
-		}
-		if len(env.Data) == 0 || env.Data[0] != '{' {
-			val.Add("data", "must be an object")
-		}
-		if err := val.Err(); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		ev := app.VendorEvent{Kind: v.kind, ID: env.ID}
-		if err := vt.decode(env.Data, &ev); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		changed, err := s.app.ReceiveVendorEvent(r.Context(), ev)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		ack := vendorAck{Status: "accepted"}
-		if !changed {
-			ack.Status = "duplicate"
-		}
-		writeJSON(w, http.StatusOK, ack)
 	}
+}
+
+// receiveVendor answers one vendor webhook and says how it went: a result
+// for the metrics and, when it was not accepted, why.
+func (s *Server) receiveVendor(w http.ResponseWriter, r *http.Request, v vendorRoute) (string, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, r, err)
+		return telemetry.VendorInvalid, err
+	}
+	if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), v.secret(s), body, time.Now()); err != nil {
+		writeProblem(w, r, domain.ProblemInvalidSignature, "", nil)
+		return telemetry.VendorInvalidSignature, err
+	}
+	var env vendorEnvelope
+	if err := decodeStrict(body, &env); err != nil {
+		writeError(w, r, err)
+		return telemetry.VendorInvalid, err
+	}
+	var val domain.Validation
+	if !vendorIDForm.MatchString(env.ID) {
+		val.Add("id", "must be 1 to 255 visible ASCII characters")
+	}
+	vt, known := v.typeOf(env.Type)
+	if !known {
+		val.Add("type", "must be %s on this route", v.typeNames())
+	}
+	if len(env.Data) == 0 || env.Data[0] != '{' {
+		val.Add("data", "must be an object")
+	}
+	if err := val.Err(); err != nil {
+		writeError(w, r, err)
+		return telemetry.VendorInvalid, err
+	}
+	ev := app.VendorEvent{Kind: v.kind, ID: env.ID}
+	if err := vt.decode(env.Data, &ev); err != nil {
+		writeError(w, r, err)
+		return telemetry.VendorInvalid, err
+	}
+	changed, err := s.app.ReceiveVendorEvent(r.Context(), ev)
+	if err != nil {
+		writeError(w, r, err)
+		var de *domain.Error
+		if errors.As(err, &de) && de.Kind != domain.KindUnavailable && !errors.Is(err, domain.ErrUnavailable) {
+			return telemetry.VendorRefused, err
+		}
+		return telemetry.VendorFailed, err
+	}
+	if !changed {
+		writeJSON(w, http.StatusOK, vendorAck{Status: "duplicate"})
+		return telemetry.VendorDuplicate, nil
+	}
+	writeJSON(w, http.StatusOK, vendorAck{Status: "accepted"})
+	return telemetry.VendorAccepted, nil
 }
 
 type payrollData struct {

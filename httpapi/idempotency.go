@@ -75,6 +75,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeProblem(w, r, domain.ProblemIdempotencyInFlight, "A request with this Idempotency-Key is still running. Retry after "+secs+" seconds to get its result.", nil)
 			return
 		case begin.Replay != nil:
+			s.cfg.Metrics.IdempotentReplay()
 			replay(w, begin.Replay)
 			return
 		}

@@ -9,9 +9,13 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 type ctxKey int
@@ -72,16 +76,53 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// code is the status the client got: 200 when the handler wrote nothing.
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// endRequestSpan names the span after the route template, as OpenTelemetry's
+// HTTP conventions do, and ends it; a 5xx marks it failed.
+func endRequestSpan(span trace.Span, ri *requestInfo, method string, code int) {
+	method = telemetry.HTTPMethod(method)
+	span.SetName(method + " " + ri.route)
+	span.SetAttributes(
+		telemetry.Attr("http.request.method", method), telemetry.Attr("http.route", ri.route),
+		attribute.Int("http.response.status_code", code),
+	)
+	if p := ri.principal; p != nil {
+		span.SetAttributes(telemetry.Attr("giving.partner_id", p.PartnerID))
+	}
+	if code >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(code))
+	}
+	span.End()
+}
+
 // observe gives every request an id, a Request-Id header, panic recovery and
 // one access-log line. The line holds the route template, never the raw path
 // (hosted-flow paths carry secret tokens), and never a body, a header value,
 // a query string, a key or a phone number.
+//
+// It also starts the request's span (continuing the trace of a W3C
+// traceparent header, if the request has one), adds the trace id to every
+// log line of the request, and records the request's metrics. The span, like
+// the log, holds the route template and never the path.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ri := &requestInfo{id: domain.NewID("req_"), route: "(unmatched)"}
-		ri.log = s.log.With().Str("request_id", ri.id).Logger()
-		r = r.WithContext(context.WithValue(r.Context(), ctxInfo, ri))
+		ctx, span := telemetry.Start(telemetry.Extract(r.Context(), r.Header), "HTTP request", trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(telemetry.Attr("giving.request_id", ri.id)))
+		logCtx := s.log.With().Str("request_id", ri.id)
+		if id := telemetry.TraceID(ctx); id != "" {
+			logCtx = logCtx.Str("trace_id", id)
+		}
+		ri.log = logCtx.Logger()
+		r = r.WithContext(context.WithValue(ctx, ctxInfo, ri))
 		w.Header().Set("Request-Id", ri.id)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &statusWriter{ResponseWriter: w}
@@ -95,7 +136,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 					writeProblem(sw, r, domain.ProblemInternal, "", nil)
 				}
 			}
-			s.accessLog(ri, r, sw, time.Since(start))
+			d := time.Since(start)
+			s.accessLog(ri, r, sw, d)
+			s.cfg.Metrics.HTTPRequest(ctx, ri.route, r.Method, sw.code(), d)
+			endRequestSpan(span, ri, r.Method, sw.code())
 		}()
 		next.ServeHTTP(sw, r)
 	})

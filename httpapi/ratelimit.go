@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/rs/zerolog"
 )
 
 // RateLimit is the per-key token bucket: Burst requests at once, refilled at
@@ -20,6 +22,13 @@ type RateLimit struct {
 // Instances tells how many instances share the API keys' budgets.
 type Instances interface {
 	Live() int
+}
+
+// refusalLog is the log of rate-limit refusals, sampled (the first 10 a
+// minute, then one in 100): a client hammering its limit must not flood the
+// log.
+func refusalLog(log zerolog.Logger) zerolog.Logger {
+	return log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Minute, NextSampler: &zerolog.BasicSampler{N: 100}})
 }
 
 // limiter enforces RateLimit per API key with a token bucket in this
@@ -121,6 +130,9 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		w.Header().Set("RateLimit-Policy", s.limiter.policy)
 		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, remaining, reset))
 		if !ok {
+			s.cfg.Metrics.RateLimited()
+			s.refusals.Warn().Str("request_id", requestID(r.Context())).Str("partner_id", p.PartnerID).Str("key_id", p.KeyID).
+				Str("route", info(r.Context()).route).Dur("retry_after", retry).Msg("rate limited (sampled: the first 10 a minute, then 1 in 100)")
 			writeRateLimited(w, r, max(retry, time.Second))
 			return
 		}

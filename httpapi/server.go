@@ -13,6 +13,7 @@ import (
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -24,6 +25,9 @@ type Config struct {
 	// Keys are the transport's own secrets, derived from the master key.
 	Keys Keys
 	Log  zerolog.Logger
+	// Metrics records requests, rate-limit rejections, replays and vendor
+	// webhooks; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -57,6 +61,9 @@ type Server struct {
 	limiter *limiter
 	cursors domain.Cursors
 	router  *mux.Router
+
+	// refusals logs rate-limit refusals, sampled.
+	refusals zerolog.Logger
 }
 
 // New builds the server and its routes.
@@ -66,6 +73,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor)}
+	s.refusals = refusalLog(cfg.Log)
 	s.routes()
 	return s, nil
 }

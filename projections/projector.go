@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // maxBatch bounds how many events one bbolt transaction applies.
@@ -88,7 +91,33 @@ func (p *Projector) followOnce(ctx context.Context) error {
 }
 
 func (p *Projector) follow(ctx context.Context) error {
-	return p.ledger.Follow(ctx, p.store.Applied()+1, maxBatch, p.store.Apply)
+	return p.ledger.Follow(ctx, p.store.Applied()+1, maxBatch, func(recs []eventlog.Record) error {
+		return p.apply(ctx, recs)
+	})
+}
+
+// maxLinks bounds the links of one apply span (the SDK's default limit).
+const maxLinks = 128
+
+// apply applies one batch. A batch holding events appended under a traced
+// request gets a span linked to each of those appends, so a request's trace
+// shows when its write reached this instance's read side.
+func (p *Projector) apply(ctx context.Context, recs []eventlog.Record) error {
+	var links []trace.Link
+	for _, r := range recs {
+		if l, ok := telemetry.LinkTo(r.Trace); ok && len(links) < maxLinks {
+			links = append(links, l)
+		}
+	}
+	if len(links) == 0 {
+		return p.store.Apply(recs)
+	}
+	_, span := telemetry.Start(ctx, "projector.apply", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("giving.events", len(recs)),
+			attribute.Int64("giving.first_seq", int64(recs[0].Seq)), attribute.Int64("giving.last_seq", int64(recs[len(recs)-1].Seq))))
+	err := p.store.Apply(recs)
+	telemetry.End(span, err)
+	return err
 }
 
 // CatchUp blocks until the store has applied everything the ledger held when

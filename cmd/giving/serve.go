@@ -36,6 +36,7 @@ type serveFlags struct {
 	vendors   struct{ payroll, bank, kyc string }
 	twilio    twilioFlags
 	webhooks  webhookFlags
+	telemetry telemetryFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -54,6 +55,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	f.twilio.register(fs)
 	f.webhooks.register(fs)
+	f.telemetry.register(fs)
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -117,6 +119,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen %s: %w", f.addr, err)
 	}
 	defer ln.Close()
+	metricsLn, err := f.telemetry.listen()
+	if err != nil {
+		return err
+	}
 	public := f.publicURL
 	if public == "" {
 		scheme := "http://"
@@ -125,16 +131,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		public = scheme + ln.Addr().String()
 	}
-	st, err := stack.Open(ctx, stack.Config{
+	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
 		Webhooks: hooks,
-	})
+	}
+	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	st, err := stack.Open(ctx, scfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// Metrics are up while the projections catch up, so the lag shows.
+	defer f.telemetry.serveMetrics(metricsLn, st.Metrics, stdout, log)()
 	if err := st.Start(ctx); err != nil {
 		return err
 	}

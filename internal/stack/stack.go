@@ -21,6 +21,7 @@ import (
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Config is everything needed to run one instance.
@@ -63,6 +64,9 @@ type Stack struct {
 	Operators  *app.Operators
 	Dispatcher *dispatcher.Dispatcher
 	API        *httpapi.Server
+	// Metrics is the instance's registry; serve exposes it on the metrics
+	// listener.
+	Metrics *telemetry.Metrics
 
 	control  *control
 	presence *eventlog.Presence
@@ -75,7 +79,9 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := os.MkdirAll(cfg.Ledger.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	s := &Stack{Config: cfg}
+	metrics := telemetry.NewMetrics()
+	cfg.Ledger.Metrics = metrics
+	s := &Stack{Config: cfg, Metrics: metrics}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -95,13 +101,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Operators = app.NewOperators(s.Ledger)
-	instance := cfg.Instance
-	if instance == "" {
-		instance, _ = filepath.Abs(cfg.Ledger.DataDir)
-		if host, err := os.Hostname(); err == nil {
-			instance = host + ":" + instance
-		}
-	}
+	instance := InstanceName(cfg)
 	vendors, err := vendorSecrets(cfg, s.Secrets)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,21 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log}
+	s.Metrics.Watch(state{s})
 	return s, nil
+}
+
+// InstanceName is cfg.Instance, or by default the host and the absolute
+// data directory, which one process uses at a time.
+func InstanceName(cfg Config) string {
+	if cfg.Instance != "" {
+		return cfg.Instance
+	}
+	instance, _ := filepath.Abs(cfg.Ledger.DataDir)
+	if host, err := os.Hostname(); err == nil {
+		instance = host + ":" + instance
+	}
+	return instance
 }
 
 // build opens the shared state every instance uses and builds the use
@@ -148,12 +162,13 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		verifier = sms.Sandbox{}
 	}
 	hooks := cfg.Webhooks
-	hooks.Env, hooks.Log = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger()
+	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
 	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts}); err != nil {
 		return err
 	}
 	s.App, err = app.New(app.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
+		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
 		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
@@ -162,7 +177,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		return err
 	}
 	s.API, err = httpapi.New(httpapi.Config{
-		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(),
+		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err

@@ -293,7 +293,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	}
 	at := time.Now()
 	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
-	res := d.sender.send(sctx, ep.URL, string(secret), rec.Data)
+	res := d.sender.send(sctx, ep.URL, string(secret), j.EventID, j.Attempt, rec.Data)
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
 		return interrupted, 0
@@ -410,7 +410,7 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 		return domain.DeliveryAttempt{}, err
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, string(secret), body)
+	res := d.sender.send(ctx, ep.URL, string(secret), ev.ID, 1, body)
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
 	d.record(ctx, ep.PartnerID, attempt)
 	return attempt, nil

@@ -61,15 +61,16 @@ type result struct {
 	duration   time.Duration
 }
 
-// send POSTs body, signed with secret, to the receiver.
-func (s *sender) send(ctx context.Context, rawURL, secret string, body []byte) result {
+// send POSTs body, the envelope of event id, to the receiver as attempt n,
+// signed with secret by domain.WebhookHeaders.
+func (s *sender) send(ctx context.Context, rawURL, secret, id string, n int, body []byte) result {
 	start := time.Now()
-	r := s.post(ctx, rawURL, secret, body)
+	r := s.post(ctx, rawURL, secret, id, n, body)
 	r.duration = time.Since(start)
 	return r
 }
 
-func (s *sender) post(ctx context.Context, rawURL, secret string, body []byte) result {
+func (s *sender) post(ctx context.Context, rawURL, secret, id string, n int, body []byte) result {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && s.guard.policy.AllowHTTP)) {
 		return result{outcome: domain.DeliveryNetworkError, err: "the address is not an https URL"}
@@ -82,7 +83,9 @@ func (s *sender) post(ctx context.Context, rawURL, secret string, body []byte) r
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set(domain.WebhookSignatureHeader, domain.Sign([]byte(secret), time.Now(), body))
+	for k, v := range domain.WebhookHeaders(secret, id, n, time.Now(), body) {
+		req.Header.Set(k, v)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return s.failure(err)

@@ -3,10 +3,12 @@ package domain
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +21,18 @@ const (
 	WebhookSignatureHeader = "Service-Signature"
 	// VendorSignatureHeader signs the vendors' webhooks to the service.
 	VendorSignatureHeader = "Vendor-Signature"
+	// WebhookAttemptHeader numbers a delivery's attempt, from 1; a resend
+	// or a recovery is attempt 1 of a new delivery.
+	WebhookAttemptHeader = "Service-Webhook-Attempt"
+)
+
+// The Standard Webhooks headers (standardwebhooks.com), sent on every
+// delivery beside Service-Signature so that the official libraries verify
+// it.
+const (
+	StandardIDHeader        = "webhook-id"
+	StandardTimestampHeader = "webhook-timestamp"
+	StandardSignatureHeader = "webhook-signature"
 )
 
 // Sign returns a signature header value for body at time t:
@@ -30,6 +44,47 @@ const (
 func Sign(secret []byte, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+}
+
+// WebhookHeaders returns the signature headers of one delivery attempt of
+// body (the envelope of event id) at time t: Service-Signature by Sign, the
+// Standard Webhooks set by SignStandard, and the attempt's number. Real,
+// test, resent and recovered deliveries and `giving listen`'s forwards all
+// carry exactly these.
+func WebhookHeaders(secret, id string, attempt int, t time.Time, body []byte) map[string]string {
+	return map[string]string{
+		WebhookSignatureHeader:  Sign([]byte(secret), t, body),
+		StandardIDHeader:        id,
+		StandardTimestampHeader: strconv.FormatInt(t.Unix(), 10),
+		StandardSignatureHeader: SignStandard(secret, id, t, body),
+		WebhookAttemptHeader:    strconv.Itoa(attempt),
+	}
+}
+
+// SignStandard returns the Standard Webhooks signature of body:
+// "v1,<base64 of HMAC-SHA256 over "<id>.<unix t>.<body>">", keyed with
+// StandardKey(secret).
+func SignStandard(secret, id string, t time.Time, body []byte) string {
+	m := hmac.New(sha256.New, StandardKey(secret))
+	m.Write([]byte(id + "." + strconv.FormatInt(t.Unix(), 10) + "."))
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// StandardKey is the HMAC key the Standard Webhooks scheme derives from a
+// secret: the base64 decoding of what follows "whsec_". Secrets issued
+// before that scheme was added are unpadded base64url, which the official
+// libraries do not read; their key is their base64url decoding, and
+// Service-Signature verifies them as before.
+func StandardKey(secret string) []byte {
+	rest := strings.TrimPrefix(secret, WebhookSecretPrefix)
+	if b, err := base64.StdEncoding.DecodeString(rest); err == nil {
+		return b
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(rest); err == nil {
+		return b
+	}
+	return []byte(rest)
 }
 
 var signatureForm = regexp.MustCompile(`^t=([0-9]{1,12}),v1=([0-9a-f]{64})$`)

@@ -41,3 +41,16 @@ func TestSignKnownVector(t *testing.T) {
 		}
 	}
 }
+
+func TestSignStandardKnownVector(t *testing.T) {
+	// The Standard Webhooks specification's example: its secret, message id,
+	// timestamp and payload, and the signature it publishes.
+	got := domain.SignStandard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("SignStandard = %s, want %s", got, want)
+	}
+	h := domain.WebhookHeaders("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "evt_1", 3, time.Unix(1614265330, 0), []byte(`{}`))
+	if h["webhook-id"] != "evt_1" || h["webhook-timestamp"] != "1614265330" || h["Service-Webhook-Attempt"] != "3" || !strings.HasPrefix(h["Service-Signature"], "t=1614265330,v1=") {
+		t.Fatalf("headers: %v", h)
+	}
+}

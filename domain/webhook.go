@@ -220,14 +220,16 @@ func DeleteWebhookEndpoint(e *WebhookEndpoint, id string, now time.Time) (Event,
 }
 
 // GenerateWebhookSecret returns a fresh signing secret: the whsec_ prefix and
-// 32 random bytes in unpadded base64url. The whole string, prefix included,
-// is the HMAC key.
+// 32 random bytes in standard, padded base64, the form the Standard Webhooks
+// libraries read. The whole string, prefix included, is the
+// Service-Signature HMAC key; the decoded bytes are the Standard Webhooks
+// key (StandardKey).
 func GenerateWebhookSecret() string {
 	b := make([]byte, webhookSecretBytes)
 	if _, err := rand.Read(b); err != nil {
 		panic("domain: crypto/rand failed: " + err.Error())
 	}
-	return WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
 // DeliveryOutcome is how one delivery attempt ended.

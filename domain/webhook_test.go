@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"slices"
@@ -112,9 +113,17 @@ func TestWebhookEndpointLifecycle(t *testing.T) {
 
 func TestGenerateWebhookSecret(t *testing.T) {
 	a, b := domain.GenerateWebhookSecret(), domain.GenerateWebhookSecret()
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
-	if !strings.HasPrefix(a, "whsec_") || err != nil || len(raw) != 32 || a == b {
+	// Standard base64, as the Standard Webhooks libraries decode it, and the
+	// key they derive is the one the signer uses.
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
+	if !strings.HasPrefix(a, "whsec_") || err != nil || len(raw) != 32 || a == b || !bytes.Equal(domain.StandardKey(a), raw) {
 		t.Fatalf("secrets %q %q (%v)", a, b, err)
+	}
+	// A secret issued before, in unpadded base64url, keeps a key of its
+	// 32 bytes.
+	old := "whsec_" + base64.RawURLEncoding.EncodeToString(raw)
+	if !bytes.Equal(domain.StandardKey(old), raw) {
+		t.Fatalf("old secret %q: key %x", old, domain.StandardKey(old))
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
@@ -997,6 +998,8 @@ type delivery struct {
 	EventType   string
 	// Status is what the receiver answered; 0 while it hangs.
 	Status int
+	// Header is every header of the request.
+	Header http.Header
 }
 
 // receiver is a real HTTP server on loopback that records every request and
@@ -1047,7 +1050,7 @@ func okReceiver(t *testing.T) *receiver {
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	d := delivery{Body: body, Signature: r.Header.Get("Service-Signature"), ContentType: r.Header.Get("Content-Type"), UserAgent: r.Header.Get("User-Agent"), At: time.Now()}
+	d := delivery{Body: body, Signature: r.Header.Get("Service-Signature"), ContentType: r.Header.Get("Content-Type"), UserAgent: r.Header.Get("User-Agent"), At: time.Now(), Header: r.Header.Clone()}
 	var env struct {
 		EventID   string `json:"event_id"`
 		EventType string `json:"event_type"`
@@ -1120,13 +1123,22 @@ func (rc *receiver) received() map[string]int {
 	return out
 }
 
-// verifyAll checks every delivery the receiver got against secret, and the
-// headers every delivery carries.
+// verifyAll checks every delivery the receiver got against secret, with
+// both signature schemes, and the headers every delivery carries.
 func (rc *receiver) verifyAll(t *testing.T, secret string) {
 	t.Helper()
 	for i, d := range rc.deliveries() {
 		if err := verifySignature(secret, d.Signature, d.Body, d.At); err != nil {
 			t.Errorf("delivery %d (%s): %v", i, d.EventID, err)
+		}
+		if err := verifyStandard(secret, d.Header, d.Body); err != nil {
+			t.Errorf("delivery %d (%s): Standard Webhooks: %v", i, d.EventID, err)
+		}
+		if d.Header.Get("webhook-id") != d.EventID {
+			t.Errorf("delivery %d: webhook-id %q, want the event_id %q", i, d.Header.Get("webhook-id"), d.EventID)
+		}
+		if n, err := strconv.Atoi(d.Header.Get("Service-Webhook-Attempt")); err != nil || n < 1 {
+			t.Errorf("delivery %d: Service-Webhook-Attempt %q", i, d.Header.Get("Service-Webhook-Attempt"))
 		}
 		if d.ContentType != "application/json" {
 			t.Errorf("delivery %d: Content-Type %q", i, d.ContentType)
@@ -1165,6 +1177,18 @@ func verifySignature(secret, header string, body []byte, now time.Time) error {
 		return errors.New("signature does not match")
 	}
 	return nil
+}
+
+// verifyStandard checks the Standard Webhooks headers with the official Go
+// library of standardwebhooks.com, which knows nothing of the service's
+// signer: webhook-id, webhook-timestamp within five minutes, and a
+// webhook-signature keyed with the base64 decoding of the whsec_ secret.
+func verifyStandard(secret string, h http.Header, body []byte) error {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return err
+	}
+	return wh.Verify(body, h)
 }
 
 // hosts is a fixed resolver, standing in for DNS so that tests can name

@@ -30,7 +30,7 @@ func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
 	rc := okReceiver(t)
 	ep := createEndpoint(t, c, rc.URL, "enrollment.created", "enrollment.activated", "enrollment.created")
 
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(ep.Secret, "whsec_"))
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(ep.Secret, "whsec_"))
 	if !strings.HasPrefix(ep.Secret, "whsec_") || err != nil || len(raw) < 32 {
 		t.Fatalf("secret %q: want whsec_ and at least 32 random bytes (%v, %d bytes)", ep.Secret, err, len(raw))
 	}
@@ -271,6 +271,13 @@ func TestWebhookReceiverFailingThreeTimesGetsTheEvent(t *testing.T) {
 	rc.verifyAll(t, ep.Secret)
 	if got := rc.received(); got[id] != 4 || len(got) != 1 {
 		t.Fatalf("receiver got %v, want 4 deliveries of %s", got, id)
+	}
+	// Each attempt says its number, and every one carries the same
+	// webhook-id, so a Standard Webhooks receiver deduplicates them.
+	for i, d := range rc.deliveries() {
+		if got := d.Header.Get("Service-Webhook-Attempt"); got != strconv.Itoa(i+1) || d.Header.Get("webhook-id") != id {
+			t.Errorf("delivery %d: Service-Webhook-Attempt %q, webhook-id %q", i, got, d.Header.Get("webhook-id"))
+		}
 	}
 	log := attempts(t, c, ep.ID)
 	for i, a := range log {

@@ -126,6 +126,56 @@ func (s *Service) DeleteEndpoint(ctx context.Context, partner, id string) error 
 	return err
 }
 
+// DisableEndpoint disables one of the partner's endpoints: it receives
+// nothing new until enabled, and its pending retries are dropped. A manual
+// disable emits no public event. Disabling a disabled endpoint keeps its
+// reason.
+func (s *Service) DisableEndpoint(ctx context.Context, partner, id string) (projections.WebhookEndpoint, error) {
+	return s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
+		return domain.DisableWebhookEndpoint(ep, id, time.Now())
+	})
+}
+
+// EnableEndpoint enables one of the partner's endpoints: it receives the
+// events that happen from now on. What happened while it was disabled is
+// not replayed; RecoverEndpoint does that.
+func (s *Service) EnableEndpoint(ctx context.Context, partner, id string) (projections.WebhookEndpoint, error) {
+	return s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
+		return domain.EnableWebhookEndpoint(ep, id, time.Now())
+	})
+}
+
+// FailEndpoint disables an endpoint whose every attempt failed for the
+// configured span, with reason failing, and emits the public
+// webhook_endpoint.disabled event to the partner's other endpoints and the
+// feed. The dispatcher calls it; an endpoint already disabled or deleted is
+// left as it is.
+func (s *Service) FailEndpoint(ctx context.Context, partner, id string) error {
+	_, err := s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
+		return domain.FailWebhookEndpoint(ep, time.Now()), nil
+	})
+	return err
+}
+
+// changeEndpoint runs decide on one of the partner's endpoints and answers
+// with the endpoint as the projections then hold it.
+func (s *Service) changeEndpoint(ctx context.Context, partner, id string, decide func(*domain.WebhookEndpoint) (*domain.Event, error)) (projections.WebhookEndpoint, error) {
+	if !domain.ValidID(domain.PrefixEndpoint, id) {
+		return projections.WebhookEndpoint{}, domain.NotFound("webhook endpoint", id)
+	}
+	_, err := s.run(ctx, eventlog.Command{
+		Partner: partner, Aggregate: id,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
+			return decide(&ep)
+		},
+	})
+	if err != nil {
+		return projections.WebhookEndpoint{}, err
+	}
+	return s.Endpoint(partner, id)
+}
+
 // Endpoint is one of the partner's endpoints, or a not-found error.
 func (s *Service) Endpoint(partner, id string) (projections.WebhookEndpoint, error) {
 	ep, ok, err := s.store.WebhookEndpoint(partner, id)

@@ -286,6 +286,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	if !ok {
 		return settled, 0 // deleted: no further deliveries, retries included
 	}
+	if !ep.Enabled() {
+		return settled, 0 // disabled: nothing new, retries included; enabling replays nothing
+	}
 	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
@@ -300,10 +303,17 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	}
 	d.cfg.Metrics.WebhookDelivery(sctx, string(res.outcome), res.duration)
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
+	attempt.FailingSince = d.failingSince(ctx, j.Partner, ep.ID, res.outcome, at)
 	log = log.With().Str("partner_id", j.Partner).Str("event_type", j.EventType).Str("outcome", string(res.outcome)).
 		Int("status", res.status).Dur("duration", res.duration).Logger()
 	if res.outcome == domain.DeliverySucceeded {
 		log.Debug().Msg("webhook attempt succeeded")
+	} else if attempt.FailingSince != nil && at.Sub(*attempt.FailingSince) >= d.cfg.DisableAfter {
+		log.Error().Str("reason", res.err).Time("failing_since", *attempt.FailingSince).
+			Msg("webhook endpoint: every attempt failed for the disable-after span; disabling it (reason failing)")
+		d.record(ctx, j.Partner, attempt)
+		d.fail(ctx, j.Partner, ep.ID)
+		return settled, 0
 	} else {
 		if j.Attempt > len(d.cfg.Schedule) {
 			attempt.Exhausted = true
@@ -347,6 +357,36 @@ func (d *Dispatcher) requeue(m eventlog.Job, j job) {
 		return
 	}
 	m.Ack()
+}
+
+// failingSince is when the endpoint's run of failed attempts began, this
+// attempt included (see domain.FailingSince). The previous attempt is read
+// from the attempt log, which every instance writes, so the run spans
+// instances and restarts. Only failures read it.
+func (d *Dispatcher) failingSince(ctx context.Context, partner, endpoint string, outcome domain.DeliveryOutcome, at time.Time) *time.Time {
+	if outcome == domain.DeliverySucceeded {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	prev, err := d.attempts.Newest(ctx, partner, endpoint)
+	if err != nil {
+		d.log.Warn().Err(err).Str("endpoint_id", endpoint).Msg("webhook attempt log unreadable; a new run of failures starts")
+	}
+	return domain.FailingSince(prev, outcome, at)
+}
+
+// fail disables an endpoint for failing, through the use case the wiring
+// gave. A failure is logged; the next failed attempt tries again.
+func (d *Dispatcher) fail(ctx context.Context, partner, endpoint string) {
+	if d.disable == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := d.disable(ctx, partner, endpoint); err != nil {
+		d.log.Error().Err(err).Str("endpoint_id", endpoint).Msg("webhook endpoint not disabled; the next failed attempt tries again")
+	}
 }
 
 func (d *Dispatcher) record(ctx context.Context, partner string, at domain.DeliveryAttempt) {
@@ -412,6 +452,7 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 	at := time.Now()
 	res := d.sender.send(ctx, ep.URL, string(secret), ev.ID, 1, body)
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
+	attempt.FailingSince = d.failingSince(ctx, ep.PartnerID, ep.ID, res.outcome, at)
 	d.record(ctx, ep.PartnerID, attempt)
 	return attempt, nil
 }

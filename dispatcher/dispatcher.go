@@ -35,6 +35,10 @@ type Config struct {
 	// MaxInFlight bounds this instance's attempts at once, all endpoints
 	// together. Default 512.
 	MaxInFlight int
+	// DisableAfter is how long every attempt to an endpoint must have
+	// failed before the endpoint is disabled (reason failing). Default
+	// DefaultDisableAfter.
+	DisableAfter time.Duration
 	// Resolver looks up receiver hosts. Default the system resolver.
 	Resolver Resolver
 	Log      zerolog.Logger
@@ -59,10 +63,17 @@ func (c *Config) defaults() {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
 	}
+	if c.DisableAfter <= 0 {
+		c.DisableAfter = DefaultDisableAfter
+	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 512
 	}
 }
+
+// DefaultDisableAfter is Svix's span: an endpoint failing for 5 days is
+// disabled.
+const DefaultDisableAfter = 120 * time.Hour
 
 // Deps are the parts the dispatcher works with.
 type Deps struct {
@@ -92,6 +103,17 @@ type Dispatcher struct {
 	pushers map[string]*pusher
 	closing bool
 	jobs    sync.WaitGroup
+
+	// disable turns an endpoint off for failing (app.Service.FailEndpoint).
+	disable func(ctx context.Context, partner, endpoint string) error
+}
+
+// DisableWith sets how the dispatcher disables an endpoint whose attempts
+// all failed for Config.DisableAfter: the use case, which the wiring builds
+// after the dispatcher. Call it before Run; until then such an endpoint is
+// only logged.
+func (d *Dispatcher) DisableWith(f func(ctx context.Context, partner, endpoint string) error) {
+	d.disable = f
 }
 
 // fanoutConsumer is the durable name every instance shares on the ledger.

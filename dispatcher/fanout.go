@@ -122,8 +122,9 @@ func (d *Dispatcher) settleSpills(ctx context.Context, spills []spill) {
 	}
 }
 
-// jobsOf lists the first attempts of an event: one per endpoint of its
-// partner that subscribes to its type and existed before it.
+// jobsOf lists the first attempts of an event: one per enabled endpoint of
+// its partner that subscribes to its type and existed before it. A disabled
+// endpoint gets nothing; the event stays on the feed.
 func (d *Dispatcher) jobsOf(rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]job, error) {
 	endpoints, ok := known[rec.Partner]
 	if !ok {
@@ -136,7 +137,7 @@ func (d *Dispatcher) jobsOf(rec eventlog.Record, known map[string][]projections.
 	var eventID string
 	var jobs []job
 	for _, ep := range endpoints {
-		if ep.Seq >= rec.Seq || !ep.Subscribes(rec.Type) {
+		if ep.Seq >= rec.Seq || !ep.Enabled() || !ep.Subscribes(rec.Type) {
 			continue
 		}
 		if eventID == "" {

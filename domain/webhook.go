@@ -61,13 +61,39 @@ type WebhookEndpointTested struct {
 	WebhookEndpointID string `json:"webhook_endpoint_id"`
 }
 
-func (*WebhookEndpointCreated) EventType() string { return "webhook_endpoint.created" }
-func (*WebhookEndpointDeleted) EventType() string { return "webhook_endpoint.deleted" }
-func (*WebhookEndpointTested) EventType() string  { return WebhookTestEventType }
+// WebhookEndpointAutoDisabled is the public webhook_endpoint.disabled event: the
+// service disabled an endpoint whose every attempt failed for the
+// configured span. It goes to the partner's other endpoints and the feed,
+// so the partner learns of it without the dead receiver. It belongs to no
+// church: its envelope carries an empty church_id.
+type WebhookEndpointAutoDisabled struct {
+	WebhookEndpointID string `json:"webhook_endpoint_id" jsonschema:"pattern=^we_[0-9A-Za-z]{27}$"`
+	Reason            string `json:"reason" jsonschema:"enum=failing" jsonschema_description:"failing: every delivery attempt to the endpoint failed for the configured span (5 days by default)."`
+}
+
+// WebhookEndpointPaused is the internal webhook_endpoint.paused event: the
+// partner disabled the endpoint (POST /v1/webhook_endpoints/{id}/disable).
+// It emits nothing public; the partner knows what it did.
+type WebhookEndpointPaused struct{}
+
+// WebhookEndpointReenabled is the internal webhook_endpoint.enabled event:
+// the endpoint receives new events again. What happened while it was
+// disabled is not replayed (recover does that).
+type WebhookEndpointReenabled struct{}
+
+func (*WebhookEndpointCreated) EventType() string      { return "webhook_endpoint.created" }
+func (*WebhookEndpointDeleted) EventType() string      { return "webhook_endpoint.deleted" }
+func (*WebhookEndpointTested) EventType() string       { return WebhookTestEventType }
+func (*WebhookEndpointAutoDisabled) EventType() string { return "webhook_endpoint.disabled" }
+func (*WebhookEndpointPaused) EventType() string       { return "webhook_endpoint.paused" }
+func (*WebhookEndpointReenabled) EventType() string    { return "webhook_endpoint.enabled" }
 
 func init() {
 	register[WebhookEndpointCreated](false, "A partner registered a webhook endpoint.")
 	register[WebhookEndpointDeleted](false, "A partner deleted a webhook endpoint.")
+	register[WebhookEndpointAutoDisabled](true, "The service disabled a webhook endpoint whose every delivery attempt failed for the configured span. Sent to the partner's other endpoints and on the feed; the disabled endpoint receives nothing until it is enabled.")
+	register[WebhookEndpointPaused](false, "A partner disabled a webhook endpoint.")
+	register[WebhookEndpointReenabled](false, "A webhook endpoint was enabled again.")
 	registerTestOnly[WebhookEndpointTested]("A test delivery requested with POST /v1/webhook_endpoints/{id}/test. Sent only to that endpoint, never on the feed.")
 }
 
@@ -80,14 +106,38 @@ type WebhookEndpoint struct {
 	SealedSecret []byte    `json:"sealed_secret"`
 	CreatedAt    time.Time `json:"created_at"`
 	Deleted      bool      `json:"deleted,omitempty"`
+	// DisabledReason is why the endpoint is disabled (DisabledManual or
+	// DisabledFailing); empty while it is enabled.
+	DisabledReason string `json:"disabled_reason,omitempty"`
 }
 
-// WebhookEndpointEnabled is the status of every endpoint that exists; a
-// deleted endpoint is gone.
-const WebhookEndpointEnabled = "enabled"
+// The status of an endpoint that exists; a deleted endpoint is gone.
+const (
+	WebhookEndpointEnabled  = "enabled"
+	WebhookEndpointDisabled = "disabled"
+)
+
+// Why an endpoint is disabled.
+const (
+	// DisabledManual: the partner disabled it.
+	DisabledManual = "manual"
+	// DisabledFailing: every attempt failed for the configured span.
+	DisabledFailing = "failing"
+)
 
 // Exists reports whether the endpoint was created and not deleted.
 func (e *WebhookEndpoint) Exists() bool { return e.ID != "" && !e.Deleted }
+
+// Status is enabled or disabled.
+func (e *WebhookEndpoint) Status() string {
+	if e.DisabledReason != "" {
+		return WebhookEndpointDisabled
+	}
+	return WebhookEndpointEnabled
+}
+
+// Enabled reports whether the endpoint receives new events.
+func (e *WebhookEndpoint) Enabled() bool { return e.DisabledReason == "" }
 
 // Apply folds one of the endpoint's events into its state.
 func (e *WebhookEndpoint) Apply(ev Event) {
@@ -97,6 +147,12 @@ func (e *WebhookEndpoint) Apply(ev Event) {
 		e.SealedSecret, e.CreatedAt = p.SealedSecret, ev.OccurredAt
 	case *WebhookEndpointDeleted:
 		e.Deleted = true
+	case *WebhookEndpointAutoDisabled:
+		e.DisabledReason = p.Reason
+	case *WebhookEndpointPaused:
+		e.DisabledReason = DisabledManual
+	case *WebhookEndpointReenabled:
+		e.DisabledReason = ""
 	}
 }
 
@@ -219,6 +275,45 @@ func DeleteWebhookEndpoint(e *WebhookEndpoint, id string, now time.Time) (Event,
 	return NewEvent(e.PartnerID, e.ID, "", now, &WebhookEndpointDeleted{}), nil
 }
 
+// DisableWebhookEndpoint decides the partner's disabling of an endpoint.
+// Disabling a disabled endpoint changes nothing (nil event), whatever the
+// reason it was disabled for.
+func DisableWebhookEndpoint(e *WebhookEndpoint, id string, now time.Time) (*Event, error) {
+	if !e.Exists() {
+		return nil, NotFound("webhook endpoint", id)
+	}
+	if !e.Enabled() {
+		return nil, nil
+	}
+	ev := NewEvent(e.PartnerID, e.ID, "", now, &WebhookEndpointPaused{})
+	return &ev, nil
+}
+
+// FailWebhookEndpoint decides the service's disabling of an endpoint whose
+// attempts all failed for the configured span: the public
+// webhook_endpoint.disabled event. An endpoint already disabled, or
+// deleted, is left as it is (nil event).
+func FailWebhookEndpoint(e *WebhookEndpoint, now time.Time) *Event {
+	if !e.Exists() || !e.Enabled() {
+		return nil
+	}
+	ev := NewEvent(e.PartnerID, e.ID, "", now, &WebhookEndpointAutoDisabled{WebhookEndpointID: e.ID, Reason: DisabledFailing})
+	return &ev
+}
+
+// EnableWebhookEndpoint decides enabling an endpoint. Enabling an enabled
+// endpoint changes nothing (nil event).
+func EnableWebhookEndpoint(e *WebhookEndpoint, id string, now time.Time) (*Event, error) {
+	if !e.Exists() {
+		return nil, NotFound("webhook endpoint", id)
+	}
+	if e.Enabled() {
+		return nil, nil
+	}
+	ev := NewEvent(e.PartnerID, e.ID, "", now, &WebhookEndpointReenabled{})
+	return &ev, nil
+}
+
 // GenerateWebhookSecret returns a fresh signing secret: the whsec_ prefix and
 // 32 random bytes in standard, padded base64, the form the Standard Webhooks
 // libraries read. The whole string, prefix included, is the
@@ -268,4 +363,22 @@ type DeliveryAttempt struct {
 	Exhausted bool `json:"exhausted,omitempty"`
 	// Error says briefly why the attempt failed; empty on success.
 	Error string `json:"error,omitempty"`
+	// FailingSince is when the endpoint's current run of failed attempts
+	// began (this attempt's time for the first of them); nil on success.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+}
+
+// FailingSince is when the endpoint's run of failures began, given its
+// previous attempt (nil when it has none) and this attempt: nil on success,
+// the previous run's start when that attempt failed too, else now.
+func FailingSince(prev *DeliveryAttempt, outcome DeliveryOutcome, now time.Time) *time.Time {
+	if outcome == DeliverySucceeded {
+		return nil
+	}
+	if prev != nil && prev.FailingSince != nil {
+		since := *prev.FailingSince
+		return &since
+	}
+	now = now.UTC()
+	return &now
 }

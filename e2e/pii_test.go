@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
@@ -88,7 +89,11 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	}
 
 	clock := &testClock{}
-	ts := startStack(t, withClock(clock))
+	// The failing endpoint is disabled for failing after a second, so
+	// webhook_endpoint.disabled is on the feed and the webhook too.
+	ts := startStack(t, withClock(clock), withWebhooks(func(c *dispatcher.Config) {
+		c.Schedule, c.DisableAfter = repeatWait(30, 200*time.Millisecond), time.Second
+	}))
 	rec := &recorder{next: http.DefaultTransport}
 	c, _ := ts.partner(t, "https://partner.example")
 	c.HTTP = &http.Client{Transport: rec}
@@ -178,6 +183,9 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	}
 	c.Do(http.MethodGet, "/v1/event_types", nil, nil)
 
+	waitFor(t, 20*time.Second, "the failing endpoint disabled", func() bool {
+		return countEvents(t, ts, "webhook_endpoint.disabled") == 1
+	})
 	var feed struct {
 		Data []json.RawMessage `json:"data"`
 	}

@@ -33,6 +33,7 @@ type AttemptLog struct {
 	l      *Ledger
 	name   string
 	prefix string
+	stream jetstream.Stream
 }
 
 // OpenAttemptLog opens (creating as needed) the attempt log of the ledger's
@@ -54,9 +55,11 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 	if cfg.Replicas == 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+	st, err := l.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
 		return nil, natsErr(fmt.Sprintf("open attempt log %s", a.name), err)
 	}
+	a.stream = st
 	return a, nil
 }
 
@@ -106,6 +109,26 @@ func (a *AttemptLog) Last(ctx context.Context, partner, endpoint string) ([]doma
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// Newest returns the endpoint's newest attempt, or nil when it has none.
+func (a *AttemptLog) Newest(ctx context.Context, partner, endpoint string) (*domain.DeliveryAttempt, error) {
+	subject, err := a.subject(partner, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	m, err := a.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+	}
+	var at domain.DeliveryAttempt
+	if err := json.Unmarshal(m.Data, &at); err != nil {
+		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+	}
+	return &at, nil
 }
 
 // Forget drops an endpoint's attempts, once the endpoint is deleted.

@@ -133,6 +133,8 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
 	partner(http.MethodDelete, "/v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	s.router = r
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -15,7 +16,10 @@ type endpointView struct {
 	URL        string   `json:"url"`
 	EventTypes []string `json:"event_types"`
 	Status     string   `json:"status"`
-	CreatedAt  string   `json:"created_at"`
+	// DisabledReason is manual or failing while the endpoint is disabled,
+	// null while it is enabled.
+	DisabledReason *string `json:"disabled_reason"`
+	CreatedAt      string  `json:"created_at"`
 }
 
 // createdEndpointView is the answer to a creation, the one place the secret
@@ -26,7 +30,10 @@ type createdEndpointView struct {
 }
 
 func viewEndpoint(ep domain.WebhookEndpoint) endpointView {
-	return endpointView{ID: ep.ID, URL: ep.URL, EventTypes: ep.EventTypes, Status: domain.WebhookEndpointEnabled, CreatedAt: domain.FormatTime(ep.CreatedAt)}
+	return endpointView{
+		ID: ep.ID, URL: ep.URL, EventTypes: ep.EventTypes, Status: ep.Status(),
+		DisabledReason: optional(ep.DisabledReason), CreatedAt: domain.FormatTime(ep.CreatedAt),
+	}
 }
 
 type endpointRequest struct {
@@ -94,6 +101,31 @@ func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// disableWebhookEndpoint stops deliveries to an endpoint until it is
+// enabled; enableWebhookEndpoint starts them again, without replaying what
+// happened meanwhile. Both answer with the endpoint and take no body (an
+// empty JSON object is accepted too).
+func (s *Server) disableWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	s.switchEndpoint(w, r, s.app.DisableEndpoint)
+}
+
+func (s *Server) enableWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	s.switchEndpoint(w, r, s.app.EnableEndpoint)
+}
+
+func (s *Server) switchEndpoint(w http.ResponseWriter, r *http.Request, change func(context.Context, string, string) (projections.WebhookEndpoint, error)) {
+	if err := decodeOptional(r, &struct{}{}); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ep, err := change(r.Context(), partnerID(r), mux.Vars(r)["id"])
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewEndpoint(ep.WebhookEndpoint))
 }
 
 type testDeliveryView struct {

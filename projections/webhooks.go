@@ -18,7 +18,7 @@ var (
 	// partner's endpoints in creation order.
 	bucketEndpointOrder = bucket("webhook_endpoint_order")
 	// keyEndpointsChanged, in the meta bucket, holds the sequence of the
-	// last endpoint creation or deletion.
+	// last endpoint creation, deletion, disabling or enabling.
 	keyEndpointsChanged = []byte("webhook_endpoints_changed")
 )
 
@@ -43,6 +43,23 @@ func init() {
 		}
 		return tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq))
 	})
+	// Disabling and enabling change the endpoint's state in place; they
+	// count as changes of the set, so the dispatcher looks again.
+	for _, typ := range []string{"webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled"} {
+		on(typ, func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
+			if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
+				return err
+			}
+			b := tx.Bucket(bucketEndpoints)
+			key := endpointKey(ev.PartnerID, ev.AggregateID)
+			var ep WebhookEndpoint
+			if ok, err := getJSON(b, key, &ep); err != nil || !ok {
+				return err
+			}
+			ep.Apply(ev)
+			return putJSON(b, key, ep)
+		})
+	}
 	on("webhook_endpoint.deleted", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 		if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
 			return err

@@ -17,12 +17,12 @@ func TestWebhookFlags(t *testing.T) {
 		f.register(fs)
 		return f, fs.Parse(args)
 	}
-	f, err := parse("--webhook-timeout", "3s", "--webhook-retry-schedule", "1s, 2m", "--webhook-concurrency", "2")
+	f, err := parse("--webhook-timeout", "3s", "--webhook-retry-schedule", "1s, 2m", "--webhook-concurrency", "2", "--webhook-disable-after", "90s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := f.config()
-	if err != nil || cfg.Timeout != 3*time.Second || cfg.Concurrency != 2 || !slices.Equal(cfg.Schedule, []time.Duration{time.Second, 2 * time.Minute}) {
+	if err != nil || cfg.Timeout != 3*time.Second || cfg.Concurrency != 2 || cfg.DisableAfter != 90*time.Second || !slices.Equal(cfg.Schedule, []time.Duration{time.Second, 2 * time.Minute}) {
 		t.Fatalf("config %+v (%v)", cfg, err)
 	}
 	for _, args := range [][]string{
@@ -30,6 +30,7 @@ func TestWebhookFlags(t *testing.T) {
 		{"--webhook-retry-schedule", ""},
 		{"--webhook-timeout", "0s"},
 		{"--webhook-concurrency", "0"},
+		{"--webhook-disable-after", "0s"},
 	} {
 		f, err := parse(args...)
 		if err == nil {

@@ -18,12 +18,16 @@ func (st state) WebhookBacklog(ctx context.Context) (telemetry.Backlog, error) {
 	return st.s.Dispatcher.Backlog(ctx)
 }
 
-// WebhookEndpoints counts this instance's view of the endpoints by status.
-// Every endpoint that exists is enabled (a deleted one is gone).
+// WebhookEndpoints counts this instance's view of the endpoints by status:
+// enabled or disabled (a deleted one is gone).
 func (st state) WebhookEndpoints() (map[string]int, error) {
 	endpoints, err := st.s.Store.AllWebhookEndpoints()
 	if err != nil {
 		return nil, err
 	}
-	return map[string]int{domain.WebhookEndpointEnabled: len(endpoints)}, nil
+	out := map[string]int{domain.WebhookEndpointEnabled: 0, domain.WebhookEndpointDisabled: 0}
+	for _, ep := range endpoints {
+		out[ep.Status()]++
+	}
+	return out, nil
 }

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/dispatcher"
+	"github.com/partnergiving/giving/httpapi/apitest"
+)
+
+// endpointState reads an endpoint's status and disabled_reason.
+func endpointState(t *testing.T, c *apitest.Client, id string) (string, any) {
+	t.Helper()
+	resp := c.Do(http.MethodGet, "/v1/webhook_endpoints/"+id, nil, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("get endpoint %s: %d %s", id, resp.Status, resp.Body)
+	}
+	m := resp.Map(t)
+	return m["status"].(string), m["disabled_reason"]
+}
+
+// feedOfType lists the partner's feed items of one type.
+func feedOfType(t *testing.T, c *apitest.Client, typ string) []map[string]any {
+	t.Helper()
+	resp := c.Do(http.MethodGet, "/v1/events?limit=100&type="+typ, nil, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("feed: %d %s", resp.Status, resp.Body)
+	}
+	var page struct {
+		Data []map[string]any `json:"data"`
+	}
+	resp.JSON(t, &page)
+	return page.Data
+}
+
+func TestWebhookEndpointDisableAndEnable(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	rc := okReceiver(t)
+	ep := createEndpoint(t, c, rc.URL)
+
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", nil, apitest.Header{"Idempotency-Key": "off-1"})
+	if resp.Status != http.StatusOK || resp.Map(t)["status"] != "disabled" || resp.Map(t)["disabled_reason"] != "manual" {
+		t.Fatalf("disable: %d %s", resp.Status, resp.Body)
+	}
+	// Again: nothing changes.
+	if resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", map[string]any{}, nil); resp.Status != http.StatusOK || resp.Map(t)["disabled_reason"] != "manual" {
+		t.Fatalf("disable again: %d %s", resp.Status, resp.Body)
+	}
+	_, missed, _ := appendEnrollment(t, ts.Ledger, pid)
+
+	resp = c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/enable", nil, nil)
+	if resp.Status != http.StatusOK || resp.Map(t)["status"] != "enabled" || resp.Map(t)["disabled_reason"] != nil {
+		t.Fatalf("enable: %d %s", resp.Status, resp.Body)
+	}
+	_, after, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "the event after enabling delivered", func() bool { return rc.accepted()[after] })
+	// The fan-out goes in ledger order: once the later event arrived, the
+	// one appended while the endpoint was disabled was passed over, and
+	// enabling did not replay it.
+	if got := rc.received(); got[missed] != 0 || len(got) != 1 {
+		t.Fatalf("receiver got %v: the event appended while disabled (%s) must not arrive", got, missed)
+	}
+	// A manual disable emits nothing.
+	if items := feedOfType(t, c, "webhook_endpoint.disabled"); len(items) != 0 {
+		t.Fatalf("a manual disable put %d events on the feed", len(items))
+	}
+	rc.verifyAll(t, ep.Secret)
+
+	// Another partner's endpoint, or none, is 404; a body that is not an
+	// object is 400.
+	other, _ := ts.partner(t)
+	checkProblem(t, other.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", nil, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, other.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/enable", nil, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/we_nope/disable", nil, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", `[1]`, nil), http.StatusBadRequest, "malformed-json")
+	if status, _ := endpointState(t, c, ep.ID); status != "enabled" {
+		t.Fatalf("another partner changed the endpoint: %s", status)
+	}
+}
+
+func TestWebhookEndpointFailingForTheSpanIsDisabled(t *testing.T) {
+	ts := startStack(t, withWebhooks(func(c *dispatcher.Config) {
+		c.Schedule, c.Jitter, c.DisableAfter = repeatWait(40, 200*time.Millisecond), -1, 1500*time.Millisecond
+	}))
+	c, pid := ts.partner(t)
+	var healthy atomic.Bool
+	dead := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int {
+		if healthy.Load() {
+			return http.StatusOK
+		}
+		return http.StatusInternalServerError
+	})
+	deadEp := createEndpoint(t, c, dead.URL)
+	watch := okReceiver(t)
+	watchEp := createEndpoint(t, c, watch.URL)
+
+	started := time.Now()
+	_, first, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 20*time.Second, "the failing endpoint disabled", func() bool {
+		_, reason := endpointState(t, c, deadEp.ID)
+		return reason == "failing"
+	})
+	if d := time.Since(started); d < 1500*time.Millisecond {
+		t.Fatalf("disabled after %v, before the 1.5s span", d)
+	}
+	// The partner's other endpoint and the feed get webhook_endpoint.disabled.
+	var notice map[string]any
+	waitFor(t, 10*time.Second, "webhook_endpoint.disabled delivered to the other endpoint", func() bool {
+		for _, d := range watch.deliveries() {
+			if d.EventType == "webhook_endpoint.disabled" {
+				_ = json.Unmarshal(d.Body, &notice)
+				return true
+			}
+		}
+		return false
+	})
+	payload := notice["payload"].(map[string]any)
+	if payload["webhook_endpoint_id"] != deadEp.ID || payload["reason"] != "failing" || notice["church_id"] != "" {
+		t.Fatalf("notice: %v", notice)
+	}
+	items := feedOfType(t, c, "webhook_endpoint.disabled")
+	if len(items) != 1 || items[0]["event_id"] != notice["event_id"] {
+		t.Fatalf("feed: %v, want the delivered notice %v", items, notice["event_id"])
+	}
+	for _, d := range dead.deliveries() {
+		if d.EventType == "webhook_endpoint.disabled" {
+			t.Fatal("the disabled endpoint was sent its own disabling")
+		}
+	}
+	if got := dead.received(); len(got) != 1 || got[first] < 2 {
+		t.Fatalf("the dead endpoint got %v, want several attempts of %s only", got, first)
+	}
+
+	// Disabled, it receives nothing more, retries included, even once its
+	// receiver is back.
+	healthy.Store(true)
+	_, whileOff, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "the next event at the other endpoint", func() bool { return watch.accepted()[whileOff] })
+	if dead.received()[whileOff] != 0 {
+		t.Fatal("the disabled endpoint got a new event")
+	}
+
+	// Enabled, it gets what happens from then on, and nothing it missed.
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+deadEp.ID+"/enable", nil, nil)
+	if resp.Status != http.StatusOK || resp.Map(t)["status"] != "enabled" {
+		t.Fatalf("enable: %d %s", resp.Status, resp.Body)
+	}
+	_, afterOn, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "the event after enabling", func() bool { return dead.accepted()[afterOn] })
+	if dead.received()[whileOff] != 0 {
+		t.Fatal("enabling replayed an event from while the endpoint was disabled")
+	}
+	dead.verifyAll(t, deadEp.Secret)
+	watch.verifyAll(t, watchEp.Secret)
+}

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -18,6 +20,10 @@ type Webhooks interface {
 	// TestDelivery sends a signed webhook_endpoint.test envelope to the
 	// endpoint at once and logs the attempt.
 	TestDelivery(ctx context.Context, ep projections.WebhookEndpoint) (domain.DeliveryAttempt, error)
+	// Resend queues one attempt of a stored public event (ledger sequence
+	// seq) to the endpoint and returns the id its attempt will be logged
+	// under.
+	Resend(ctx context.Context, ep projections.WebhookEndpoint, seq uint64, eventID, eventType string) (string, error)
 }
 
 // CreatedEndpoint is a new endpoint and its signing secret, shown once.
@@ -196,6 +202,49 @@ func (s *Service) TestEndpoint(ctx context.Context, partner, id string) (domain.
 		return domain.DeliveryAttempt{}, err
 	}
 	return s.webhooks.TestDelivery(ctx, ep)
+}
+
+// ResendEvent sends one of the partner's public events to one of its
+// endpoints again, as a single new attempt through the same signer and
+// sender as every delivery, and returns the attempt's id (its line in the
+// deliveries list once made). Another partner's event or endpoint is not
+// found; an event type the endpoint does not subscribe to is refused; a
+// disabled endpoint must be enabled first.
+func (s *Service) ResendEvent(ctx context.Context, partner, endpointID, eventID string) (string, error) {
+	ep, err := s.Endpoint(partner, endpointID)
+	if err != nil {
+		return "", err
+	}
+	if !ep.Enabled() {
+		return "", domain.ProblemEndpointDisabled.New("Webhook endpoint %s is disabled; enable it first.", ep.ID)
+	}
+	if !domain.ValidID(domain.PrefixEvent, eventID) {
+		return "", domain.NotFound("event", eventID)
+	}
+	if err := s.checkFeedPosition(ctx, 0); err != nil {
+		return "", err
+	}
+	seq, ok, err := s.store.PublicEventSeq(partner, eventID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", domain.NotFound("event", eventID)
+	}
+	data, ok, err := s.store.FeedItem(partner, seq)
+	if err != nil || !ok {
+		return "", fmt.Errorf("event %s of %s at %d: not in the feed (%v)", eventID, partner, seq, err)
+	}
+	var env struct {
+		EventType string `json:"event_type"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return "", fmt.Errorf("event %s: %w", eventID, err)
+	}
+	if !ep.Subscribes(env.EventType) {
+		return "", domain.ProblemNotSubscribed.New("Webhook endpoint %s does not subscribe to %s events.", ep.ID, env.EventType)
+	}
+	return s.webhooks.Resend(ctx, ep, seq, eventID, env.EventType)
 }
 
 // Deliveries lists the last attempts to deliver to one of the partner's

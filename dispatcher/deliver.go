@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -303,6 +304,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	}
 	d.cfg.Metrics.WebhookDelivery(sctx, string(res.outcome), res.duration)
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
+	if j.AttemptID != "" {
+		attempt.ID = j.AttemptID
+	}
 	attempt.FailingSince = d.failingSince(ctx, j.Partner, ep.ID, res.outcome, at)
 	log = log.With().Str("partner_id", j.Partner).Str("event_type", j.EventType).Str("outcome", string(res.outcome)).
 		Int("status", res.status).Dur("duration", res.duration).Logger()
@@ -314,6 +318,8 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 		d.record(ctx, j.Partner, attempt)
 		d.fail(ctx, j.Partner, ep.ID)
 		return settled, 0
+	} else if j.Once {
+		log.Warn().Str("reason", res.err).Msg("webhook resend or recovery attempt failed; it is not retried")
 	} else {
 		if j.Attempt > len(d.cfg.Schedule) {
 			attempt.Exhausted = true
@@ -434,6 +440,22 @@ func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res re
 		Attempt: n, Outcome: res.outcome, StatusCode: res.status, Duration: res.duration,
 		AttemptedAt: at.UTC(), Error: res.err,
 	}
+}
+
+// Resend queues one new delivery of one of the partner's public events
+// (ledger sequence seq) to the endpoint: a single attempt, made by the
+// endpoint's queue worker through attempt, the one delivery path, and
+// logged under the returned attempt id. The queue keeps it across restarts.
+func (d *Dispatcher) Resend(ctx context.Context, ep projections.WebhookEndpoint, seq uint64, eventID, eventType string) (string, error) {
+	j := job{
+		Seq: seq, EventID: eventID, EventType: eventType, Partner: ep.PartnerID, Endpoint: ep.ID, Attempt: 1,
+		AttemptID: domain.NewID(domain.PrefixAttempt), Once: true,
+	}
+	data, _ := json.Marshal(j)
+	if err := d.queue.Put(ctx, j.Partner, j.Endpoint, data); err != nil {
+		return "", fmt.Errorf("resend %s to %s: %w", eventID, ep.ID, err)
+	}
+	return j.AttemptID, nil
 }
 
 // TestDelivery sends a signed webhook_endpoint.test envelope to the endpoint

@@ -19,6 +19,12 @@ type job struct {
 	Partner   string `json:"partner"`
 	Endpoint  string `json:"endpoint"`
 	Attempt   int    `json:"attempt"`
+	// AttemptID, when set, names the attempt in the attempt log: a resend
+	// answers with it before the attempt is made.
+	AttemptID string `json:"attempt_id,omitempty"`
+	// Once marks a resend or a recovery: one attempt, never retried; the
+	// partner sees how it went in the attempt log and can ask again.
+	Once bool `json:"once,omitempty"`
 }
 
 const (

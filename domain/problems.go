@@ -99,6 +99,10 @@ var (
 		About: "The request clashes with the resource's current state."})
 	ProblemInvalidTransition = define(Problem{Code: "invalid-transition", Kind: KindConflict, Status: 409, Title: "Not allowed in the current status",
 		About: "The enrollment's current status does not allow this move; the detail names the status and what it allows. A pending enrollment can be canceled or updated; an active one paused, canceled or updated; a paused one resumed, canceled or updated; while the donor's consent to a higher value is pending (pending_consent) only a cancel is allowed; canceled and ended are final. A move to the status the enrollment already has is not an error: it answers 200 and changes nothing."})
+	ProblemNotSubscribed = define(Problem{Code: "not-subscribed", Kind: KindInvalid, Status: 422, Title: "Not subscribed",
+		About: "The webhook endpoint does not subscribe to the event's type. Resend and recover send an endpoint only the events it would have received."})
+	ProblemEndpointDisabled = define(Problem{Code: "endpoint-disabled", Kind: KindConflict, Status: 409, Title: "Endpoint disabled",
+		About: "The webhook endpoint is disabled, so nothing is sent to it. Enable it first (POST /v1/webhook_endpoints/{id}/enable)."})
 	ProblemInvalidCursor = define(Problem{Code: "invalid-cursor", Kind: KindInvalid, Status: 400, Title: "Invalid cursor",
 		About: "The cursor was not issued by this service to this partner, or was altered. Use a next_cursor exactly as returned, or omit it to start over."})
 	ProblemInternal = define(Problem{Code: "internal-error", Kind: KindInternal, Status: 500, Title: "Internal error",

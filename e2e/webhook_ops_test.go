@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
@@ -156,4 +157,64 @@ func TestWebhookEndpointFailingForTheSpanIsDisabled(t *testing.T) {
 	}
 	dead.verifyAll(t, deadEp.Secret)
 	watch.verifyAll(t, watchEp.Secret)
+}
+
+func TestWebhookResendOneEvent(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	rc := okReceiver(t)
+	ep := createEndpoint(t, c, rc.URL, "enrollment.created")
+	first, e1, _ := appendEnrollment(t, ts.Ledger, pid)
+	_, e2, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "both events delivered", func() bool { return rc.accepted()[e1] && rc.accepted()[e2] })
+
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": e1}, apitest.Header{"Idempotency-Key": "resend-1"})
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("resend: %d %s", resp.Status, resp.Body)
+	}
+	attemptID, _ := resp.Map(t)["attempt_id"].(string)
+	var logged attemptView
+	waitFor(t, 10*time.Second, "the resent attempt logged", func() bool {
+		for _, a := range attempts(t, c, ep.ID) {
+			if a.ID == attemptID {
+				logged = a
+				return true
+			}
+		}
+		return false
+	})
+	if logged.EventID != e1 || logged.Attempt != 1 || logged.Outcome != "succeeded" || logged.StatusCode == nil || *logged.StatusCode != 200 {
+		t.Fatalf("resent attempt: %+v", logged)
+	}
+	// The receiver got e1 twice and e2 once: the resend sent that event
+	// only, signed like any delivery (both schemes, verified independently).
+	if got := rc.received(); got[e1] != 2 || got[e2] != 1 || len(got) != 2 {
+		t.Fatalf("receiver got %v", got)
+	}
+	ds := rc.deliveries()
+	if last := ds[len(ds)-1]; last.EventID != e1 || last.Header.Get("Service-Webhook-Attempt") != "1" || string(last.Body) != string(first.Data) {
+		t.Fatalf("resent delivery: %s %q %s", last.EventID, last.Header.Get("Service-Webhook-Attempt"), last.Body)
+	}
+	rc.verifyAll(t, ep.Secret)
+
+	// Refusals: another partner's event or endpoint, an unknown event, an
+	// event the endpoint does not subscribe to, a disabled endpoint, no
+	// event_id.
+	other, otherID := ts.partner(t)
+	_, foreign, _ := appendEnrollment(t, ts.Ledger, otherID)
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": foreign}, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, other.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": e1}, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": "evt_nope"}, nil), http.StatusNotFound, "not-found")
+	activated, err := activateEnrollment(context.Background(), ts.Ledger, pid, first.Aggregate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := activated.Event()
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": ev.ID}, nil), http.StatusUnprocessableEntity, "not-subscribed")
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{}, nil), http.StatusUnprocessableEntity, "validation-error")
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", nil, nil)
+	checkProblem(t, c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": e1}, nil), http.StatusConflict, "endpoint-disabled")
+	if got := rc.received(); got[e1] != 2 || len(got) != 2 {
+		t.Fatalf("a refused resend sent something: %v", got)
+	}
 }

@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/resend", s.resendWebhookEvent)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	s.router = r
 }

@@ -128,6 +128,31 @@ func (s *Server) switchEndpoint(w http.ResponseWriter, r *http.Request, change f
 	writeJSON(w, http.StatusOK, viewEndpoint(ep.WebhookEndpoint))
 }
 
+// resendWebhookEvent sends one stored event to the endpoint again, as one
+// new attempt; the answer names the attempt, which the deliveries list
+// shows once it is made.
+func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		EventID *string `json:"event_id"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.EventID == nil || *req.EventID == "" {
+		var v domain.Validation
+		v.Add("event_id", "is required: the event_id of one of your events (GET /v1/events)")
+		writeError(w, r, v.Err())
+		return
+	}
+	id, err := s.app.ResendEvent(r.Context(), partnerID(r), mux.Vars(r)["id"], *req.EventID)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"attempt_id": id})
+}
+
 type testDeliveryView struct {
 	Delivered  bool    `json:"delivered"`
 	StatusCode *int    `json:"status_code"`

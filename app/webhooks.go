@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -247,12 +248,53 @@ func (s *Service) ResendEvent(ctx context.Context, partner, endpointID, eventID 
 	return s.webhooks.Resend(ctx, ep, seq, eventID, env.EventType)
 }
 
-// Deliveries lists the last attempts to deliver to one of the partner's
-// endpoints, newest first.
-func (s *Service) Deliveries(ctx context.Context, partner, id string) ([]domain.DeliveryAttempt, error) {
+// DeliveryFilter is what a page of the deliveries list holds.
+type DeliveryFilter struct {
+	// Outcome keeps only succeeded attempts, or only failed ones (timeouts
+	// and network errors included); empty keeps every attempt.
+	Outcome string
+	// After is the id of the last attempt of the previous page; empty for
+	// the first page.
+	After string
+	Limit int
+}
+
+// The outcomes the deliveries list filters on.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+)
+
+// Deliveries lists a page of the last attempts to deliver to one of the
+// partner's endpoints, newest first, and whether more follow. A page after
+// an attempt that has since been dropped from the log is empty: every
+// attempt older than it was dropped too.
+func (s *Service) Deliveries(ctx context.Context, partner, id string, f DeliveryFilter) ([]domain.DeliveryAttempt, bool, error) {
 	ep, err := s.Endpoint(partner, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return s.attempts.Last(ctx, ep.PartnerID, ep.ID)
+	all, err := s.attempts.Last(ctx, ep.PartnerID, ep.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	if f.After != "" {
+		i := slices.IndexFunc(all, func(a domain.DeliveryAttempt) bool { return a.ID == f.After })
+		if i < 0 {
+			return []domain.DeliveryAttempt{}, false, nil
+		}
+		all = all[i+1:]
+	}
+	out := make([]domain.DeliveryAttempt, 0, min(len(all), f.Limit))
+	for _, a := range all {
+		succeeded := a.Outcome == domain.DeliverySucceeded
+		if (f.Outcome == OutcomeSucceeded && !succeeded) || (f.Outcome == OutcomeFailed && succeeded) {
+			continue
+		}
+		if len(out) == f.Limit {
+			return out, true, nil
+		}
+		out = append(out, a)
+	}
+	return out, false, nil
 }

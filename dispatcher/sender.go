@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -119,6 +120,9 @@ func (s *sender) failure(err error) result {
 	var tlsErr *tls.CertificateVerificationError
 	if errors.As(err, &tlsErr) {
 		return result{outcome: domain.DeliveryNetworkError, err: "TLS: the receiver's certificate was not accepted"}
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return result{outcome: domain.DeliveryNetworkError, err: "connection refused"}
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {

@@ -32,6 +32,7 @@ const (
 	CursorChurches    CursorKind = 'c'
 	CursorEnrollments CursorKind = 'n'
 	CursorEndpoints   CursorKind = 'w'
+	CursorDeliveries  CursorKind = 'a'
 )
 
 const (

@@ -268,7 +268,7 @@ func TestCertifyNamesTheCause(t *testing.T) {
 		wants []string
 	}{
 		{"unreachable receiver", []string{"--base-url", ts.URL, "--webhook-url", "http://" + closed + "/hooks"}, 1,
-			[]string{"[FAIL] 1.", "http://" + closed + "/hooks was not delivered: could not connect to the receiver", "Result: FAILED"}},
+			[]string{"[FAIL] 1.", "http://" + closed + "/hooks was not delivered: connection refused", "Result: FAILED"}},
 		{"receiver answers 503", []string{"--base-url", ts.URL, "--webhook-url", refusing.URL + "/hooks"}, 1,
 			[]string{"[FAIL] 1.", "the receiver answered 503"}},
 		{"webhooks failing after the test", []string{"--base-url", ts.URL, "--webhook-listen", listen, "--webhook-url", picky.URL + "/hooks"}, 1,

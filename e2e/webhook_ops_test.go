@@ -218,3 +218,69 @@ func TestWebhookResendOneEvent(t *testing.T) {
 		t.Fatalf("a refused resend sent something: %v", got)
 	}
 }
+
+func TestWebhookDeliveriesFilterAndPages(t *testing.T) {
+	ts := startStack(t, withRetrySchedule(repeatWait(9, time.Hour)...))
+	c, pid := ts.partner(t)
+	// Odd requests fail, even ones succeed.
+	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
+		if n%2 == 1 {
+			return http.StatusBadGateway
+		}
+		return http.StatusOK
+	})
+	ep := createEndpoint(t, c, rc.URL)
+	for range 6 {
+		_, id, _ := appendEnrollment(t, ts.Ledger, pid)
+		waitFor(t, 10*time.Second, "the event attempted", func() bool { return rc.received()[id] == 1 })
+	}
+	waitFor(t, 10*time.Second, "six attempts logged", func() bool { return len(attempts(t, c, ep.ID)) == 6 })
+	all := attempts(t, c, ep.ID)
+
+	type page struct {
+		Data       []attemptView `json:"data"`
+		HasMore    bool          `json:"has_more"`
+		NextCursor *string       `json:"next_cursor"`
+	}
+	walk := func(query string) []attemptView {
+		var out []attemptView
+		path := "/v1/webhook_endpoints/" + ep.ID + "/deliveries?limit=2" + query
+		for {
+			resp := c.Do(http.MethodGet, path, nil, nil)
+			if resp.Status != http.StatusOK {
+				t.Fatalf("%s: %d %s", path, resp.Status, resp.Body)
+			}
+			var p page
+			resp.JSON(t, &p)
+			out = append(out, p.Data...)
+			if !p.HasMore {
+				if p.NextCursor != nil {
+					t.Fatalf("last page with a next_cursor")
+				}
+				return out
+			}
+			path = "/v1/webhook_endpoints/" + ep.ID + "/deliveries?limit=2" + query + "&cursor=" + *p.NextCursor
+		}
+	}
+	if got := walk(""); len(got) != 6 || got[0].ID != all[0].ID || got[5].ID != all[5].ID {
+		t.Fatalf("pages: %d attempts, want the 6 newest first", len(got))
+	}
+	failed, succeeded := walk("&outcome=failed"), walk("&outcome=succeeded")
+	if len(failed) != 3 || len(succeeded) != 3 {
+		t.Fatalf("failed %d, succeeded %d, want 3 and 3", len(failed), len(succeeded))
+	}
+	for _, a := range failed {
+		if a.Outcome != "failed" || a.StatusCode == nil || *a.StatusCode != 502 || a.Error == nil || a.NextAttemptAt == nil || a.Attempt != 1 || a.EventID == "" {
+			t.Errorf("failed attempt: %+v", a)
+		}
+	}
+	for _, a := range succeeded {
+		if a.Outcome != "succeeded" || a.StatusCode == nil || *a.StatusCode != 200 || a.Error != nil || a.NextAttemptAt != nil {
+			t.Errorf("succeeded attempt: %+v", a)
+		}
+	}
+	checkProblem(t, c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/deliveries?outcome=timeout", nil, nil), http.StatusUnprocessableEntity, "validation-error")
+	checkProblem(t, c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/deliveries?cursor=forged", nil, nil), http.StatusBadRequest, "invalid-cursor")
+	other, _ := ts.partner(t)
+	checkProblem(t, other.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/deliveries", nil, nil), http.StatusNotFound, "not-found")
+}

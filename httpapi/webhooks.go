@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
 )
@@ -207,16 +208,23 @@ func viewAttempt(a domain.DeliveryAttempt) attemptView {
 	return v
 }
 
-// listDeliveries shows the endpoint's last attempts, newest first.
+// listDeliveries shows a page of the endpoint's last attempts, newest
+// first, all of them or only those that succeeded or failed.
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
-	attempts, err := s.app.Deliveries(r.Context(), partnerID(r), mux.Vars(r)["id"])
-	if err != nil {
-		writeError(w, r, err)
+	outcome := r.URL.Query().Get("outcome")
+	if outcome != "" && outcome != app.OutcomeSucceeded && outcome != app.OutcomeFailed {
+		var v domain.Validation
+		v.Add("outcome", "must be succeeded or failed")
+		writeError(w, r, v.Err())
 		return
 	}
-	data := make([]attemptView, len(attempts))
-	for i, a := range attempts {
-		data[i] = viewAttempt(a)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": data})
+	pid, id := partnerID(r), mux.Vars(r)["id"]
+	servePage(s, w, r, domain.CursorDeliveries, func(after []byte, limit int) ([]domain.DeliveryAttempt, []byte, bool, error) {
+		page, more, err := s.app.Deliveries(r.Context(), pid, id, app.DeliveryFilter{Outcome: outcome, After: string(after), Limit: limit})
+		var last []byte
+		if len(page) > 0 {
+			last = []byte(page[len(page)-1].ID)
+		}
+		return page, last, more, err
+	}, viewAttempt)
 }

@@ -25,6 +25,10 @@ type Webhooks interface {
 	// seq) to the endpoint and returns the id its attempt will be logged
 	// under.
 	Resend(ctx context.Context, ep projections.WebhookEndpoint, seq uint64, eventID, eventType string) (string, error)
+	// Recover stores a new recovery and has it run.
+	Recover(ctx context.Context, r domain.WebhookRecovery) error
+	// Recovery returns one of the partner's recoveries.
+	Recovery(ctx context.Context, partner, id string) (domain.WebhookRecovery, bool, error)
 }
 
 // CreatedEndpoint is a new endpoint and its signing secret, shown once.
@@ -246,6 +250,96 @@ func (s *Service) ResendEvent(ctx context.Context, partner, endpointID, eventID 
 		return "", domain.ProblemNotSubscribed.New("Webhook endpoint %s does not subscribe to %s events.", ep.ID, env.EventType)
 	}
 	return s.webhooks.Resend(ctx, ep, seq, eventID, env.EventType)
+}
+
+// recoverySkew is how much earlier than its since a recovery starts reading
+// the feed: occurred_at follows ledger order only up to the skew between
+// the instances' clocks.
+const recoverySkew = time.Minute
+
+// RecoverEndpoint starts re-delivering to one of the partner's endpoints,
+// in ledger order, every event it subscribes to within a range: from since
+// (at most MaxRecoveryAge ago) or after a feed position, up to until or to
+// the end of the ledger now (later events reach it the usual way). The
+// range is counted here, so the recovery's total is known at once.
+func (s *Service) RecoverEndpoint(ctx context.Context, partner, id string, rg domain.RecoveryRange) (domain.WebhookRecovery, error) {
+	ep, err := s.Endpoint(partner, id)
+	if err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	if !ep.Enabled() {
+		return domain.WebhookRecovery{}, domain.ProblemEndpointDisabled.New("Webhook endpoint %s is disabled; enable it first.", ep.ID)
+	}
+	now := time.Now().UTC()
+	from, err := domain.ValidateRecoveryRange(rg, now)
+	if err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	last, err := s.ledger.LastSeq(ctx)
+	if err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	if rg.SinceCursor != nil && *rg.SinceCursor > last {
+		return domain.WebhookRecovery{}, ErrFeedPosition
+	}
+	if err := s.waitApplied(ctx, last); err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	r := domain.WebhookRecovery{
+		ID: domain.NewID(domain.PrefixRecovery), PartnerID: partner, EndpointID: ep.ID, UpTo: last, From: from,
+		Status: domain.RecoveryRunning, CreatedAt: now, UpdatedAt: now,
+	}
+	if !slices.Contains(ep.EventTypes, domain.AllEventTypes) {
+		r.Types = ep.EventTypes
+	}
+	if rg.Until != nil {
+		r.Until = rg.Until.UTC()
+	}
+	if rg.SinceCursor != nil {
+		r.After = *rg.SinceCursor
+	} else if r.After, err = s.store.FeedPositionAt(partner, from.Add(-recoverySkew)); err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	r.Position = r.After
+	if r.Total, err = s.countRecovery(&r); err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	if r.Total == 0 {
+		r.Status = domain.RecoveryCompleted
+	}
+	return r, s.webhooks.Recover(ctx, r)
+}
+
+func (s *Service) countRecovery(r *domain.WebhookRecovery) (int, error) {
+	n, after := 0, r.After
+	for {
+		events, reached, done, err := s.store.RecoveryPage(r, after, 1000)
+		if err != nil {
+			return 0, err
+		}
+		n, after = n+len(events), reached
+		if done {
+			return n, nil
+		}
+	}
+}
+
+// Recovery is one of the partner's recoveries of one of its endpoints.
+func (s *Service) Recovery(ctx context.Context, partner, endpointID, id string) (domain.WebhookRecovery, error) {
+	if _, err := s.Endpoint(partner, endpointID); err != nil {
+		return domain.WebhookRecovery{}, err
+	}
+	if !domain.ValidID(domain.PrefixRecovery, id) {
+		return domain.WebhookRecovery{}, domain.NotFound("recovery", id)
+	}
+	r, ok, err := s.webhooks.Recovery(ctx, partner, id)
+	if err != nil {
+		return r, err
+	}
+	if !ok || r.EndpointID != endpointID {
+		return domain.WebhookRecovery{}, domain.NotFound("recovery", id)
+	}
+	return r, nil
 }
 
 // DeliveryFilter is what a page of the deliveries list holds.

@@ -250,7 +250,7 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 		m.Drop()
 		return
 	}
-	switch v, wait := d.attempt(ctx, j, rec); v {
+	switch v, wait, _ := d.attempt(ctx, j, rec); v {
 	case settled:
 		m.Ack()
 	case interrupted:
@@ -274,33 +274,35 @@ const (
 )
 
 // attempt makes one attempt of j with the event's stored record, records it
-// in the attempt log, and schedules the next attempt after a failure. Real
+// in the attempt log, and schedules the next attempt after a failure. It
+// reports what is left to do with the job and how the attempt went (empty
+// when none was made). Real
 // deliveries, whether pushed at once or taken from the queue, all go
 // through it.
-func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (verdict, time.Duration) {
+func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (verdict, time.Duration, domain.DeliveryOutcome) {
 	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
 	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
-		return later, time.Second
+		return later, time.Second, ""
 	}
 	if !ok {
-		return settled, 0 // deleted: no further deliveries, retries included
+		return settled, 0, "" // deleted: no further deliveries, retries included
 	}
 	if !ep.Enabled() {
-		return settled, 0 // disabled: nothing new, retries included; enabling replays nothing
+		return settled, 0, "" // disabled: nothing new, retries included; enabling replays nothing
 	}
 	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
 	if err != nil {
 		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
-		return later, time.Minute
+		return later, time.Minute, ""
 	}
 	at := time.Now()
 	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
 	res := d.sender.send(sctx, ep.URL, string(secret), j.EventID, j.Attempt, rec.Data)
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
-		return interrupted, 0
+		return interrupted, 0, res.outcome
 	}
 	d.cfg.Metrics.WebhookDelivery(sctx, string(res.outcome), res.duration)
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
@@ -317,7 +319,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 			Msg("webhook endpoint: every attempt failed for the disable-after span; disabling it (reason failing)")
 		d.record(ctx, j.Partner, attempt)
 		d.fail(ctx, j.Partner, ep.ID)
-		return settled, 0
+		return settled, 0, res.outcome
 	} else if j.Once {
 		log.Warn().Str("reason", res.err).Msg("webhook resend or recovery attempt failed; it is not retried")
 	} else {
@@ -331,12 +333,12 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 			if err := d.scheduleRetry(ctx, j, next); err != nil {
 				log.Error().Err(err).Msg("webhook retry not scheduled; trying the job again instead")
 				d.record(ctx, j.Partner, attempt)
-				return later, time.Until(next)
+				return later, time.Until(next), res.outcome
 			}
 		}
 	}
 	d.record(ctx, j.Partner, attempt)
-	return settled, 0
+	return settled, 0, res.outcome
 }
 
 // scheduleRetry stores the next attempt as a scheduled message that the

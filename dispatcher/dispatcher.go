@@ -81,6 +81,8 @@ type Deps struct {
 	Store    *projections.Store
 	Secrets  *eventlog.Secrets
 	Attempts *eventlog.AttemptLog
+	// Recoveries keeps the recoveries this and every other instance run.
+	Recoveries *eventlog.Recoveries
 }
 
 // Dispatcher delivers partner events to webhook endpoints.
@@ -92,6 +94,11 @@ type Dispatcher struct {
 	seal     *eventlog.Sealer
 	attempts *eventlog.AttemptLog
 	guard    *guard
+
+	recoveries *eventlog.Recoveries
+	// instance names this process as the owner of the recoveries it runs.
+	instance string
+	runs     recoveryRuns
 	sender   *sender
 
 	queue    *eventlog.DeliveryQueue
@@ -134,6 +141,8 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g,
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
+		recoveries: d.Recoveries, instance: domain.NewID(""),
+		runs: recoveryRuns{running: map[string]bool{}, wake: make(chan struct{}, 1)},
 	}
 	if err := disp.setup(ctx); err != nil {
 		return nil, err
@@ -189,10 +198,14 @@ func (d *Dispatcher) CheckURL(ctx context.Context, rawURL string) error {
 // attempts under way. Interrupted attempts are put back on the queue.
 func (d *Dispatcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		d.runFanOut(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.runRecoveries(ctx)
 	}()
 	go func() {
 		defer wg.Done()

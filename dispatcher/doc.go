@@ -26,6 +26,14 @@
 //     server moves back onto the endpoint's queue when it is due. Waiting
 //     retries hold no consumer slot and no memory, and survive restarts.
 //   - Attempts go to the attempt log (eventlog.AttemptLog), never the ledger.
+//     Each carries the start of the endpoint's run of failures; once every
+//     attempt failed for Config.DisableAfter the endpoint is disabled
+//     (app.Service.FailEndpoint). A disabled endpoint gets no job and its
+//     queued retries are settled unsent.
+//   - Resends (Resend) are single attempts put on the endpoint's queue;
+//     recoveries (recover.go) are stored with their position and run one
+//     event at a time, in ledger order, in the endpoint's slots, under a
+//     lease that another instance takes over after a crash.
 //
 // Every connection goes through the SSRF guard: the receiver's host is
 // resolved, every address checked against the stack's policy, and the

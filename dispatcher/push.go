@@ -121,7 +121,7 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 			if !pu.hold(ctx) {
 				return
 			}
-			v, _ := d.attempt(ctx, p.j, p.rec)
+			v, _, _ := d.attempt(ctx, p.j, p.rec)
 			pu.release()
 			p.done(v == settled)
 			if len(pu.jobs) == 0 {

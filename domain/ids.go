@@ -18,6 +18,7 @@ const (
 	PrefixEnrollment   = "en_"
 	PrefixEndpoint     = "we_"
 	PrefixAttempt      = "wa_"
+	PrefixRecovery     = "wr_"
 	PrefixDeposit      = "dep_"
 	PrefixImport       = "imp_"
 	ksuidEncodedLength = 27

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,4 +284,198 @@ func TestWebhookDeliveriesFilterAndPages(t *testing.T) {
 	checkProblem(t, c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/deliveries?cursor=forged", nil, nil), http.StatusBadRequest, "invalid-cursor")
 	other, _ := ts.partner(t)
 	checkProblem(t, other.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/deliveries", nil, nil), http.StatusNotFound, "not-found")
+}
+
+// recoveryState reads a recovery's progress.
+type recoveryState struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"`
+	Total  int     `json:"total"`
+	Sent   int     `json:"sent"`
+	Failed int     `json:"failed"`
+	Error  *string `json:"error"`
+}
+
+func getRecovery(t *testing.T, c *apitest.Client, endpointID, id string) recoveryState {
+	t.Helper()
+	resp := c.Do(http.MethodGet, "/v1/webhook_endpoints/"+endpointID+"/recoveries/"+id, nil, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("recovery %s: %d %s", id, resp.Status, resp.Body)
+	}
+	var r recoveryState
+	resp.JSON(t, &r)
+	return r
+}
+
+func startRecovery(t *testing.T, c *apitest.Client, endpointID string, body map[string]any) (string, int) {
+	t.Helper()
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+endpointID+"/recover", body, nil)
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("recover: %d %s", resp.Status, resp.Body)
+	}
+	m := resp.Map(t)
+	if m["status"] != "running" && m["status"] != "completed" {
+		t.Fatalf("recover answered %s", resp.Body)
+	}
+	return m["recovery_id"].(string), int(m["total"].(float64))
+}
+
+// A recovery re-delivers exactly the subscribed events of its range, in
+// ledger order, and resumes after a restart from the event after the last
+// one it sent: the event interrupted by the stop is sent again, none is
+// lost and none accepted twice.
+func TestWebhookRecoverInLedgerOrderAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startStack(t, withDir(dir))
+	c, pid := ts.partner(t)
+	since := time.Now().UTC().Add(-time.Second)
+	var want []string
+	for range 30 {
+		rec, id, _ := appendEnrollment(t, ts.Ledger, pid)
+		want = append(want, id)
+		if len(want)%3 == 0 { // an event of a type the endpoint does not want
+			if _, err := activateEnrollment(context.Background(), ts.Ledger, pid, rec.Aggregate); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The receiver accepts ten, hangs on the eleventh until the stop cuts
+	// it, then accepts everything.
+	reached := make(chan struct{})
+	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
+		switch {
+		case n <= 10:
+			return http.StatusOK
+		case n == 11:
+			close(reached)
+			return 0
+		}
+		return http.StatusOK
+	})
+	// Created after the events, the endpoint received none of them.
+	ep := createEndpoint(t, c, rc.URL, "enrollment.created")
+	id, total := startRecovery(t, c, ep.ID, map[string]any{"since": since.Format(time.RFC3339Nano)})
+	if total != 30 {
+		t.Fatalf("total %d, want 30", total)
+	}
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the recovery did not reach the eleventh event")
+	}
+	if r := getRecovery(t, c, ep.ID, id); r.Status != "running" || r.Sent != 10 || r.Total != 30 {
+		t.Fatalf("mid-recovery: %+v", r)
+	}
+	ts.stop()
+
+	ts = startStack(t, withDir(dir))
+	c = &apitest.Client{TB: t, Base: ts.URL, Key: c.Key}
+	waitFor(t, 30*time.Second, "the recovery completed after the restart", func() bool {
+		return getRecovery(t, c, ep.ID, id).Status == "completed"
+	})
+	if r := getRecovery(t, c, ep.ID, id); r.Total != 30 || r.Sent != 30 || r.Failed != 0 || r.Error != nil {
+		t.Fatalf("completed: %+v", r)
+	}
+	var accepted, cut []string
+	for _, d := range rc.deliveries() {
+		switch d.Status {
+		case http.StatusOK:
+			accepted = append(accepted, d.EventID)
+		case 0:
+			cut = append(cut, d.EventID)
+		}
+	}
+	if !slices.Equal(accepted, want) {
+		t.Fatalf("accepted %d events %v,\nwant exactly %d in ledger order %v", len(accepted), accepted, len(want), want)
+	}
+	if len(cut) != 1 || cut[0] != want[10] {
+		t.Fatalf("cut by the stop: %v, want the eleventh event %s", cut, want[10])
+	}
+	rc.verifyAll(t, ep.Secret)
+	// Each is in the deliveries list as its own attempt.
+	if n := len(attempts(t, c, ep.ID)); n != 30 {
+		t.Fatalf("%d attempts listed, want 30", n)
+	}
+}
+
+func TestWebhookRecoverRangesAndRefusals(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	var ids []string
+	var mid time.Time
+	for i := range 6 {
+		if i == 3 {
+			// occurred_at has millisecond precision: the later events are
+			// stamped after mid.
+			mid = time.Now().UTC()
+			waitFor(t, time.Second, "the clock to pass mid", func() bool { return time.Since(mid) > 2*time.Millisecond })
+		}
+		_, id, _ := appendEnrollment(t, ts.Ledger, pid)
+		ids = append(ids, id)
+	}
+	rc := okReceiver(t)
+	ep := createEndpoint(t, c, rc.URL)
+
+	// Since a time: the events that occurred then or later.
+	id, total := startRecovery(t, c, ep.ID, map[string]any{"since": mid.Format(time.RFC3339Nano)})
+	waitFor(t, 10*time.Second, "the time recovery completed", func() bool { return getRecovery(t, c, ep.ID, id).Status == "completed" })
+	var got []string
+	for _, d := range rc.deliveries() {
+		got = append(got, d.EventID)
+	}
+	if total != 3 || !slices.Equal(got, ids[3:]) {
+		t.Fatalf("recovered %d: %v, want %v", total, got, ids[3:])
+	}
+	rc = okReceiver(t)
+	ep = createEndpoint(t, c, rc.URL)
+
+	// After a feed cursor: the events after the third.
+	var page struct {
+		NextCursor string `json:"next_cursor"`
+	}
+	c.Do(http.MethodGet, "/v1/events?limit=3", nil, nil).JSON(t, &page)
+	id, total = startRecovery(t, c, ep.ID, map[string]any{"since_cursor": page.NextCursor})
+	if total != 3 {
+		t.Fatalf("total %d after the cursor, want 3", total)
+	}
+	waitFor(t, 10*time.Second, "the cursor recovery completed", func() bool { return getRecovery(t, c, ep.ID, id).Status == "completed" })
+	got = nil
+	for _, d := range rc.deliveries() {
+		got = append(got, d.EventID)
+	}
+	if !slices.Equal(got, ids[3:]) {
+		t.Fatalf("recovered %v, want %v", got, ids[3:])
+	}
+
+	// until in the past of every event: nothing to send, completed at once.
+	past := time.Now().Add(-time.Hour)
+	id, total = startRecovery(t, c, ep.ID, map[string]any{"since": past.Add(-time.Hour).Format(time.RFC3339), "until": past.Format(time.RFC3339)})
+	if r := getRecovery(t, c, ep.ID, id); total != 0 || r.Status != "completed" || r.Sent != 0 {
+		t.Fatalf("empty range: total %d, %+v", total, r)
+	}
+
+	recoverPath := "/v1/webhook_endpoints/" + ep.ID + "/recover"
+	for name, body := range map[string]any{
+		"neither":        map[string]any{},
+		"both":           map[string]any{"since": time.Now().Format(time.RFC3339), "since_cursor": page.NextCursor},
+		"too old":        map[string]any{"since": time.Now().Add(-31 * 24 * time.Hour).Format(time.RFC3339)},
+		"future":         map[string]any{"since": time.Now().Add(time.Hour).Format(time.RFC3339)},
+		"until first":    map[string]any{"since": time.Now().Add(-time.Hour).Format(time.RFC3339), "until": time.Now().Add(-2 * time.Hour).Format(time.RFC3339)},
+		"not a time":     map[string]any{"since": "yesterday"},
+		"until not time": map[string]any{"since": time.Now().Format(time.RFC3339), "until": 5},
+	} {
+		resp := c.Do(http.MethodPost, recoverPath, body, nil)
+		if name == "until not time" {
+			checkProblem(t, resp, http.StatusUnprocessableEntity, "validation-error")
+			continue
+		}
+		t.Run(name, func(t *testing.T) { checkProblem(t, resp, http.StatusBadRequest, "invalid-range") })
+	}
+	checkProblem(t, c.Do(http.MethodPost, recoverPath, map[string]any{"since_cursor": "forged"}, nil), http.StatusBadRequest, "invalid-cursor")
+	other, _ := ts.partner(t)
+	checkProblem(t, other.Do(http.MethodPost, recoverPath, map[string]any{"since": time.Now().Format(time.RFC3339)}, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, other.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/recoveries/"+id, nil, nil), http.StatusNotFound, "not-found")
+	checkProblem(t, c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID+"/recoveries/wr_nope", nil, nil), http.StatusNotFound, "not-found")
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", nil, nil)
+	checkProblem(t, c.Do(http.MethodPost, recoverPath, map[string]any{"since": time.Now().Format(time.RFC3339)}, nil), http.StatusConflict, "endpoint-disabled")
 }

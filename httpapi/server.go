@@ -136,6 +136,8 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/resend", s.resendWebhookEvent)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/recover", s.recoverWebhookEndpoint)
+	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}", s.getRecovery)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	s.router = r
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -152,6 +153,82 @@ func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"attempt_id": id})
+}
+
+// recoverWebhookEndpoint starts re-delivering a range of the endpoint's
+// events; the recovery runs in the background and its progress is read at
+// GET .../recoveries/{recovery_id}.
+func (s *Server) recoverWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Since       *string `json:"since"`
+		SinceCursor *string `json:"since_cursor"`
+		Until       *string `json:"until"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	pid := partnerID(r)
+	var rg domain.RecoveryRange
+	var err error
+	if rg.Since, err = recoveryTime("since", req.Since); err == nil {
+		rg.Until, err = recoveryTime("until", req.Until)
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if req.SinceCursor != nil {
+		after, err := s.cursors.DecodeSeq(domain.CursorEvents, pid, *req.SinceCursor)
+		if err != nil {
+			writeError(w, r, app.ErrFeedPosition)
+			return
+		}
+		rg.SinceCursor = &after
+	}
+	rec, err := s.app.RecoverEndpoint(r.Context(), pid, mux.Vars(r)["id"], rg)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"recovery_id": rec.ID, "status": rec.Status, "total": rec.Total})
+}
+
+// recoveryTime reads an RFC 3339 bound of a recovery; absent is nil.
+func recoveryTime(name string, v *string) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *v)
+	if err != nil {
+		return nil, domain.ProblemInvalidRange.New("%s must be an RFC 3339 time such as 2026-11-20T00:00:00Z.", name)
+	}
+	return &t, nil
+}
+
+type recoveryView struct {
+	ID                string  `json:"id"`
+	WebhookEndpointID string  `json:"webhook_endpoint_id"`
+	Status            string  `json:"status"`
+	Total             int     `json:"total"`
+	Sent              int     `json:"sent"`
+	Failed            int     `json:"failed"`
+	Error             *string `json:"error"`
+	CreatedAt         string  `json:"created_at"`
+	UpdatedAt         string  `json:"updated_at"`
+}
+
+func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request) {
+	vars := mux.Vars(r)
+	rec, err := s.app.Recovery(r.Context(), partnerID(r), vars["id"], vars["recovery_id"])
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recoveryView{
+		ID: rec.ID, WebhookEndpointID: rec.EndpointID, Status: rec.Status, Total: rec.Total, Sent: rec.Sent, Failed: rec.Failed,
+		Error: optional(rec.Error), CreatedAt: domain.FormatTime(rec.CreatedAt), UpdatedAt: domain.FormatTime(rec.UpdatedAt),
+	})
 }
 
 type testDeliveryView struct {

@@ -3,9 +3,13 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"math"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 )
 
@@ -129,4 +133,93 @@ func (s *Store) FeedItem(partner string, seq uint64) ([]byte, bool, error) {
 		return nil
 	})
 	return data, data != nil, err
+}
+
+// FeedPositionAt returns the position to read the partner's feed after to
+// reach its first event that occurred at t or later. It bisects the feed by
+// sequence: occurred_at follows ledger order up to the skew between the
+// clocks of the instances, so a caller wanting every event from t reads
+// from a little earlier and filters by time.
+func (s *Store) FeedPositionAt(partner string, t time.Time) (uint64, error) {
+	want := domain.FormatTime(t)
+	var pos uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketFeed).Cursor()
+		prefix := feedPrefix(partner)
+		lo, hi := uint64(1), uint64(math.MaxUint64)
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			k, v := c.Seek(seqKey(prefix, mid))
+			if k == nil || !bytes.HasPrefix(k, prefix) || occurredAt(v) >= want {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		pos = lo - 1
+		return nil
+	})
+	return pos, err
+}
+
+// occurredAt reads an envelope's occurred_at, which is written in
+// domain.TimeLayout and so compares as a string.
+func occurredAt(envelope []byte) string {
+	var env struct {
+		OccurredAt string `json:"occurred_at"`
+	}
+	_ = json.Unmarshal(envelope, &env)
+	return env.OccurredAt
+}
+
+// FeedEvent is a feed entry's place and envelope header.
+type FeedEvent struct {
+	Seq        uint64
+	ID         string
+	Type       string
+	OccurredAt time.Time
+}
+
+// recoveryScan is how many feed entries a recovery page reads at a time.
+const recoveryScan = 500
+
+// RecoveryPage returns up to limit events of a recovery's range after
+// position after, in ledger order, the position its scan reached (past
+// entries outside the range), and whether the range is exhausted there.
+func (s *Store) RecoveryPage(r *domain.WebhookRecovery, after uint64, limit int) ([]FeedEvent, uint64, bool, error) {
+	var out []FeedEvent
+	for len(out) < limit {
+		entries, more, err := s.Feed(r.PartnerID, r.Types, after, recoveryScan)
+		if err != nil {
+			return nil, after, false, err
+		}
+		for _, e := range entries {
+			if e.Seq > r.UpTo {
+				return out, after, true, nil
+			}
+			var env struct {
+				ID         string `json:"event_id"`
+				Type       string `json:"event_type"`
+				OccurredAt string `json:"occurred_at"`
+			}
+			if err := json.Unmarshal(e.Data, &env); err != nil {
+				return nil, after, false, err
+			}
+			at, err := time.Parse(domain.TimeLayout, env.OccurredAt)
+			if err != nil {
+				return nil, after, false, err
+			}
+			after = e.Seq
+			if r.Includes(env.Type, at) {
+				out = append(out, FeedEvent{Seq: e.Seq, ID: env.ID, Type: env.Type, OccurredAt: at})
+				if len(out) == limit {
+					return out, after, false, nil
+				}
+			}
+		}
+		if !more {
+			return out, after, true, nil
+		}
+	}
+	return out, after, false, nil
 }

@@ -150,6 +150,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	recoveries, err := s.Ledger.OpenRecoveries(ctx)
+	if err != nil {
+		return err
+	}
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
@@ -163,7 +167,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
-	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts}); err != nil {
+	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries}); err != nil {
 		return err
 	}
 	s.App, err = app.New(app.Config{

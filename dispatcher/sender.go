@@ -16,7 +16,7 @@ import (
 )
 
 // UserAgent names the service on every delivery.
-const UserAgent = "PartnerGiving-Webhooks/1.0"
+const UserAgent = domain.WebhookUserAgent
 
 // maxResponseRead is how much of a receiver's answer is read before the
 // connection is closed: enough to reuse it after a normal answer, never an

@@ -26,6 +26,10 @@ const (
 	WebhookAttemptHeader = "Service-Webhook-Attempt"
 )
 
+// WebhookUserAgent names the service on every delivery, and on the events
+// `giving listen` forwards like deliveries.
+const WebhookUserAgent = "PartnerGiving-Webhooks/1.0"
+
 // The Standard Webhooks headers (standardwebhooks.com), sent on every
 // delivery beside Service-Signature so that the official libraries verify
 // it.

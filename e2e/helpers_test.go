@@ -349,7 +349,8 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	return res
 }
 
-// server is a running "giving serve" process.
+// server is a running "giving serve" process, or another long-running
+// command (launchCommand).
 type server struct {
 	cmd    *exec.Cmd
 	URL    string
@@ -387,11 +388,24 @@ func launchServe(t *testing.T, env []string, args ...string) *server {
 // test's own).
 func launchServeIn(t *testing.T, dir string, env []string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(givingBinary(t), append([]string{"serve"}, args...)...)
-	cmd.Dir = dir
 	// A random metrics port unless the test says otherwise: the default one
 	// is a single port, and several servers run at once.
-	cmd.Env = cleanEnv(append([]string{"GIVING_METRICS_ADDR=127.0.0.1:0"}, env...)...)
+	s := launchCommand(t, dir, append([]string{"GIVING_METRICS_ADDR=127.0.0.1:0"}, env...), append([]string{"serve"}, args...)...)
+	s.waitPrinted(t, "its address", func(line string) bool {
+		_, url, ok := strings.Cut(line, " stack listening on ")
+		s.URL = strings.TrimSpace(url)
+		return ok
+	})
+	return s
+}
+
+// launchCommand runs the binary with args in dir ("" for the test's own),
+// collecting its output line by line, and kills it when the test ends.
+func launchCommand(t *testing.T, dir string, env []string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(givingBinary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv(env...)
 	s := &server{cmd: cmd, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, s.Stderr
@@ -410,11 +424,6 @@ func launchServeIn(t *testing.T, dir string, env []string, args ...string) *serv
 		}
 	}()
 	t.Cleanup(func() { s.kill() })
-	s.waitPrinted(t, "its address", func(line string) bool {
-		_, url, ok := strings.Cut(line, " stack listening on ")
-		s.URL = strings.TrimSpace(url)
-		return ok
-	})
 	return s
 }
 
@@ -422,10 +431,10 @@ func launchServeIn(t *testing.T, dir string, env []string, args ...string) *serv
 // fails the test if the server exits first.
 func (s *server) waitPrinted(t *testing.T, what string, found func(line string) bool) {
 	t.Helper()
-	waitFor(t, time.Minute, "giving serve to print "+what, func() bool {
+	waitFor(t, time.Minute, "giving "+s.cmd.Args[1]+" to print "+what, func() bool {
 		select {
 		case <-s.done:
-			t.Fatalf("giving serve exited: %v\nstdout: %s\nstderr: %s", s.err, s.Stdout, s.Stderr)
+			t.Fatalf("giving %s exited: %v\nstdout: %s\nstderr: %s", s.cmd.Args[1], s.err, s.Stdout, s.Stderr)
 		default:
 		}
 		for _, line := range strings.Split(s.Stdout.String(), "\n") {

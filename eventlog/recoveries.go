@@ -66,12 +66,23 @@ func (r *Recoveries) Create(ctx context.Context, rec domain.WebhookRecovery) (Re
 		return Recovery{}, err
 	}
 	data, _ := json.Marshal(rec)
+	// The marker first: a recovery without one would never be run, a
+	// marker without a recovery is dropped by Running.
+	if rec.Status == domain.RecoveryRunning {
+		if _, err := r.kv.Put(ctx, runningPrefix+key, nil); err != nil {
+			return Recovery{}, natsErr("recovery "+key, err)
+		}
+	}
 	rev, err := r.kv.Create(ctx, key, data)
 	if err != nil {
 		return Recovery{}, natsErr("recovery "+key, err)
 	}
 	return Recovery{WebhookRecovery: rec, Revision: rev}, nil
 }
+
+// runningPrefix marks the keys of running recoveries, so that the runners
+// list those and not every recovery of the last 30 days.
+const runningPrefix = "running."
 
 // Get returns one of the partner's recoveries.
 func (r *Recoveries) Get(ctx context.Context, partner, id string) (Recovery, bool, error) {
@@ -112,24 +123,34 @@ func (r *Recoveries) Update(ctx context.Context, rec Recovery) (Recovery, error)
 		return rec, natsErr("recovery "+key, err)
 	}
 	rec.Revision = rev
+	if rec.Status != domain.RecoveryRunning {
+		if err := r.kv.Delete(ctx, runningPrefix+key); err != nil {
+			return rec, natsErr("recovery "+key, err)
+		}
+	}
 	return rec, nil
 }
 
 // Running lists the recoveries still running, of every partner.
 func (r *Recoveries) Running(ctx context.Context) ([]Recovery, error) {
-	keys, err := r.kv.ListKeys(ctx)
+	keys, err := r.kv.ListKeysFiltered(ctx, runningPrefix+">")
 	if err != nil {
 		return nil, natsErr("list recoveries", err)
 	}
 	var out []Recovery
 	for k := range keys.Keys() {
-		partner, id, _ := strings.Cut(k, ".")
+		partner, id, _ := strings.Cut(strings.TrimPrefix(k, runningPrefix), ".")
 		rec, ok, err := r.Get(ctx, partner, id)
 		if err != nil {
 			return nil, err
 		}
 		if ok && rec.Status == domain.RecoveryRunning {
 			out = append(out, rec)
+			continue
+		}
+		// Finished (or expired) and its marker left by a crash.
+		if err := r.kv.Delete(ctx, k); err != nil {
+			return nil, natsErr("recovery "+k, err)
 		}
 	}
 	return out, nil

@@ -1156,6 +1156,49 @@ func (rc *receiver) verifyAll(t *testing.T, secret string) {
 			t.Errorf("delivery %d: User-Agent %q", i, d.UserAgent)
 		}
 	}
+	verifyStandardJS(t, secret, rc.deliveries())
+}
+
+// standardWebhooksJS is the pinned official JavaScript library of Standard
+// Webhooks and its verifying script.
+const standardWebhooksJS = "../tools/standardwebhooks"
+
+// verifyStandardJS verifies deliveries with the official JavaScript library
+// too (tools/standardwebhooks/verify.js under node). Without it installed
+// the check is left out, unless GIVING_REQUIRE_BROWSER=1 (CI).
+func verifyStandardJS(t *testing.T, secret string, ds []delivery) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(standardWebhooksJS, "node_modules", "standardwebhooks"))
+	}
+	if err != nil {
+		if os.Getenv("GIVING_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("GIVING_REQUIRE_BROWSER=1 but node or standardwebhooks is missing (cd tools/standardwebhooks && npm ci): %v", err)
+		}
+		return
+	}
+	type item struct {
+		Secret  string            `json:"secret"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	items := make([]item, len(ds))
+	for i, d := range ds {
+		items[i] = item{Secret: secret, Body: string(d.Body), Headers: map[string]string{
+			"webhook-id": d.Header.Get("webhook-id"), "webhook-timestamp": d.Header.Get("webhook-timestamp"),
+			"webhook-signature": d.Header.Get("webhook-signature"),
+		}}
+	}
+	data, _ := json.Marshal(items)
+	file := filepath.Join(t.TempDir(), "deliveries.json")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, filepath.Join(standardWebhooksJS, "verify.js"), file).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprintf("verified %d", len(ds)) {
+		t.Errorf("the Standard Webhooks JavaScript library refused a delivery: %v: %s", err, out)
+	}
 }
 
 // signaturePattern is the spec's header format.

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/partnergiving/giving/listen"
 )
 
 // giving listen, the built binary, against a real server: it forwards a
@@ -112,4 +116,65 @@ func TestListenForwardsTheFeedAndResumes(t *testing.T) {
 		t.Errorf("--from-start began with %s, want %s", replay.deliveries()[0].EventID, before)
 	}
 	stop(fresh)
+}
+
+// Stopped in the middle of a page, listen finishes the forward under way
+// and keeps the position after exactly the events forwarded: the next run
+// forwards the rest of the page, in feed order, none twice.
+func TestListenStoppedMidPageResumesAfterTheLastForward(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	var want []string
+	for range 5 {
+		_, id, _ := appendEnrollment(t, ts.Ledger, pid)
+		want = append(want, id)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
+		if n == 2 {
+			close(reached)
+			<-release
+		}
+		return http.StatusOK
+	})
+	cfg := listen.Config{BaseURL: ts.URL, APIKey: c.Key, ForwardTo: rc.URL, StateDir: t.TempDir(), FromStart: true, Out: &syncBuffer{}, Wait: 1}
+	run := func(cfg listen.Config, stopWhen func() bool, during func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- listen.Run(ctx, cfg) }()
+		waitFor(t, 20*time.Second, "the forwards", stopWhen)
+		cancel()
+		if during != nil {
+			during()
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("listen: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("listen did not stop")
+		}
+	}
+	// Stop while the second event of the first page is being forwarded.
+	run(cfg, func() bool {
+		select {
+		case <-reached:
+			return true
+		default:
+			return false
+		}
+	}, func() { close(release) })
+	if n := rc.count(); n != 2 {
+		t.Fatalf("%d forwards before the stop, want 2", n)
+	}
+	cfg.FromStart = false
+	run(cfg, func() bool { return rc.count() >= 5 }, nil)
+	var got []string
+	for _, d := range rc.deliveries() {
+		got = append(got, d.EventID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("forwarded %v, want each of %v once, in order", got, want)
+	}
 }

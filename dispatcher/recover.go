@@ -127,6 +127,14 @@ func (rr *recoveryRuns) start(id string, run func()) {
 // lease is given back).
 func (d *Dispatcher) recover(ctx context.Context, r eventlog.Recovery) {
 	log := d.log.With().Str("recovery_id", r.ID).Str("endpoint_id", r.EndpointID).Logger()
+	// The local feed must hold the whole range, and the endpoint as it was
+	// when the recovery was asked for, before the range is read: a
+	// projection still catching up after a start would end the recovery
+	// early, or take the endpoint for deleted.
+	if err := d.store.WaitFor(ctx, r.UpTo); err != nil {
+		d.release(r)
+		return
+	}
 	for {
 		events, reached, done, err := d.store.RecoveryPage(&r.WebhookRecovery, r.Position, recoveryPage)
 		if err != nil {

@@ -479,3 +479,54 @@ func TestWebhookRecoverRangesAndRefusals(t *testing.T) {
 	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/disable", nil, nil)
 	checkProblem(t, c.Do(http.MethodPost, recoverPath, map[string]any{"since": time.Now().Format(time.RFC3339)}, nil), http.StatusConflict, "endpoint-disabled")
 }
+
+// A resend accepted while the endpoint's one slot is taken waits in the
+// durable queue: stopped there, it is made after the restart, under the
+// attempt id the 202 named.
+func TestWebhookResendSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := []stackOption{withDir(dir), withWebhooks(func(c *dispatcher.Config) { c.Concurrency, c.Timeout = 1, time.Minute })}
+	ts := startStack(t, opts...)
+	c, pid := ts.partner(t)
+	var hang atomic.Bool
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int {
+		if hang.Load() {
+			return 0
+		}
+		return http.StatusOK
+	})
+	ep := createEndpoint(t, c, rc.URL)
+	_, e0, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "the first event delivered", func() bool { return rc.accepted()[e0] })
+
+	// The next event takes the endpoint's only slot and hangs there.
+	hang.Store(true)
+	_, e1, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 10*time.Second, "the second event hanging", func() bool { return rc.received()[e1] == 1 })
+	resp := c.Do(http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/resend", map[string]any{"event_id": e0}, nil)
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("resend: %d %s", resp.Status, resp.Body)
+	}
+	attemptID := resp.Map(t)["attempt_id"].(string)
+	ts.stop()
+	if got := rc.received()[e0]; got != 1 {
+		t.Fatalf("the resend was sent before the stop (%d deliveries of %s)", got, e0)
+	}
+
+	hang.Store(false)
+	ts = startStack(t, opts...)
+	c = &apitest.Client{TB: t, Base: ts.URL, Key: c.Key}
+	waitFor(t, 20*time.Second, "the resent attempt made after the restart", func() bool {
+		for _, a := range attempts(t, c, ep.ID) {
+			if a.ID == attemptID {
+				return a.Outcome == "succeeded" && a.EventID == e0
+			}
+		}
+		return false
+	})
+	waitFor(t, 20*time.Second, "the cut event delivered again", func() bool { return rc.accepted()[e1] })
+	if got := rc.accepted(); len(got) != 2 || rc.received()[e0] != 2 {
+		t.Fatalf("received %v, want %s twice (its delivery and the resend) and %s", rc.received(), e0, e1)
+	}
+	rc.verifyAll(t, ep.Secret)
+}

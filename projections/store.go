@@ -31,7 +31,10 @@ var (
 //	2: the feed table
 //	3: the donors index (the vault sweep keeps only referenced phones) and
 //	   the public events by id (GET /v1/events/{id})
-const Schema = 3
+//	4: church balances as fixed-size counters, one key per account (a
+//	   credit no longer decodes and re-encodes every account the church
+//	   has seen)
+const Schema = 4
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {

@@ -2,7 +2,7 @@ package domain
 
 import (
 	"encoding/json"
-	"math/big"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -21,15 +21,34 @@ func ParseHundredths(n json.Number) (Hundredths, bool) {
 	if len(s) > 24 || !plainDecimal(s) {
 		return 0, false
 	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
+	body, negative := strings.CutPrefix(s, "-")
+	whole, frac, _ := strings.Cut(body, ".")
+	if len(frac) > 2 {
+		if strings.Trim(frac[2:], "0") != "" {
+			return 0, false // finer than a hundredth
+		}
+		frac = frac[:2]
+	}
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	// Read the magnitude as an unsigned count of hundredths, so that the
+	// most negative int64 still reads back.
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || w > (math.MaxUint64-99)/100 {
 		return 0, false
 	}
-	r.Mul(r, big.NewRat(100, 1))
-	if !r.IsInt() || !r.Num().IsInt64() {
-		return 0, false
+	f, _ := strconv.ParseUint(frac, 10, 64)
+	m := w*100 + f
+	switch {
+	case m <= math.MaxInt64 && negative:
+		return -Hundredths(m), true
+	case m <= math.MaxInt64:
+		return Hundredths(m), true
+	case m == 1<<63 && negative:
+		return math.MinInt64, true
 	}
-	return Hundredths(r.Num().Int64()), true
+	return 0, false
 }
 
 // Add sums two values, reporting false when the sum would not fit.
@@ -43,8 +62,8 @@ func (h Hundredths) Add(o Hundredths) (Hundredths, bool) {
 
 // plainDecimal reports whether s is a JSON number without an exponent:
 // an optional minus, an integer part without leading zeros, and an optional
-// fraction. It keeps out what big.Rat would also accept ("1/4", "0x10",
-// "1_000", ".5").
+// fraction. It keeps out what a looser number reader would accept ("1/4",
+// "0x10", "1_000", ".5").
 func plainDecimal(s string) bool {
 	s = strings.TrimPrefix(s, "-")
 	whole, frac, hasFrac := strings.Cut(s, ".")

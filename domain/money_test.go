@@ -26,6 +26,10 @@ func TestParseHundredths(t *testing.T) {
 		{"92233720368547758.07", 9223372036854775807, true}, // every int64 of cents reads back
 		{"92233720368547758.08", 0, false},
 		{"-92233720368547758.09", 0, false},
+		{"-92233720368547758.08", math.MinInt64, true},
+		{"-0.00", 0, true},
+		{"1.10000", 110, true},
+		{"184467440737095516.15", 0, false},
 		{"10.101", 0, false},
 		{"0.001", 0, false},
 		{"1e2", 0, false},

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math"
 
 	bolt "go.etcd.io/bbolt"
@@ -10,8 +12,13 @@ import (
 )
 
 var (
-	// bucketBalances holds "<partner>/<church id>" → Balance.
+	// bucketBalances holds "<partner>/<church id>" → total and count, as
+	// two big-endian int64s: a credit updates 16 bytes, however many
+	// deposits and accounts the church has seen.
 	bucketBalances = bucket("church_balances")
+	// bucketAccountTotals holds "<partner>/<church id>\x00<account ref>" →
+	// that account's total, a big-endian int64.
+	bucketAccountTotals = bucket("church_account_totals")
 )
 
 // Balance is what a church has received.
@@ -24,33 +31,61 @@ type Balance struct {
 func init() {
 	on("deposit.credited", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 		c := ev.Payload.(*domain.DepositCredited)
-		b := tx.Bucket(bucketBalances)
-		key := []byte(ev.PartnerID + "/" + ev.ChurchID)
-		var bal Balance
-		if _, err := getJSON(b, key, &bal); err != nil {
-			return err
-		}
-		if bal.Accounts == nil {
-			bal.Accounts = map[string]domain.Hundredths{}
-		}
+		church := []byte(ev.PartnerID + "/" + ev.ChurchID)
+		balances := tx.Bucket(bucketBalances)
+		total, count := readBalance(balances.Get(church))
 		// Credits are bounded (domain.MaxCredit), so a sum cannot overflow
 		// in practice; if it ever did, the total saturates rather than stop
 		// the projector for every partner.
-		bal.Total = saturatingAdd(bal.Total, c.Amount)
-		bal.Accounts[c.AccountRef] = saturatingAdd(bal.Accounts[c.AccountRef], c.Amount)
-		bal.Count++
-		return putJSON(b, key, bal)
+		if err := balances.Put(church, balanceBytes(saturatingAdd(total, c.Amount), count+1)); err != nil {
+			return err
+		}
+		accounts := tx.Bucket(bucketAccountTotals)
+		key := accountKey(church, c.AccountRef)
+		return accounts.Put(key, u64(uint64(saturatingAdd(readHundredths(accounts.Get(key)), c.Amount))))
 	})
 }
 
 // ChurchBalance returns what one of the partner's churches has received.
 func (s *Store) ChurchBalance(partner, church string) (Balance, error) {
-	var bal Balance
+	bal := Balance{Accounts: map[string]domain.Hundredths{}}
 	err := s.view(func(tx *bolt.Tx) error {
-		_, err := getJSON(tx.Bucket(bucketBalances), []byte(partner+"/"+church), &bal)
-		return err
+		key := []byte(partner + "/" + church)
+		total, count := readBalance(tx.Bucket(bucketBalances).Get(key))
+		bal.Total, bal.Count = total, int(count)
+		prefix := accountKey(key, "")
+		c := tx.Bucket(bucketAccountTotals).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			bal.Accounts[string(k[len(prefix):])] = readHundredths(v)
+		}
+		return nil
 	})
 	return bal, err
+}
+
+func accountKey(church []byte, account string) []byte {
+	return append(append(append([]byte{}, church...), 0), account...)
+}
+
+func readBalance(v []byte) (domain.Hundredths, int64) {
+	if len(v) != 16 {
+		return 0, 0
+	}
+	return domain.Hundredths(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+}
+
+func balanceBytes(total domain.Hundredths, count int64) []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(total))
+	binary.BigEndian.PutUint64(b[8:], uint64(count))
+	return b
+}
+
+func readHundredths(v []byte) domain.Hundredths {
+	if len(v) != 8 {
+		return 0
+	}
+	return domain.Hundredths(binary.BigEndian.Uint64(v))
 }
 
 func saturatingAdd(a, b domain.Hundredths) domain.Hundredths {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -31,7 +32,10 @@ var (
 //	2: the feed table
 //	3: the donors index (the vault sweep keeps only referenced phones) and
 //	   the public events by id (GET /v1/events/{id})
-const Schema = 3
+//	4: church balances as fixed-size counters, one key per account (a
+//	   credit no longer decodes and re-encodes every account the church
+//	   has seen)
+const Schema = 4
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -156,11 +160,15 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	evs, err := decodeAll(recs)
+	if err != nil {
+		return err
+	}
 	var last uint64
 	s.mu.RLock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		last, err = applyBatch(tx, recs)
+		last, err = applyBatch(tx, recs, evs)
 		return err
 	})
 	s.mu.RUnlock()
@@ -175,10 +183,10 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 
 // applyBatch applies records past the checkpoint and moves the checkpoint.
 // It returns the new checkpoint, or 0 if nothing was new.
-func applyBatch(tx *bolt.Tx, recs []eventlog.Record) (uint64, error) {
+func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
 	applied := readApplied(tx)
 	var last uint64
-	for _, rec := range recs {
+	for i, rec := range recs {
 		if rec.Seq <= applied {
 			continue
 		}
@@ -188,7 +196,7 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record) (uint64, error) {
 			// silently lose an event.
 			return 0, fmt.Errorf("projections: gap in ledger: at %d, got %d", applied, rec.Seq)
 		}
-		if err := applyRecord(tx, rec); err != nil {
+		if err := applyRecord(tx, rec, evs[i]); err != nil {
 			return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
 		}
 		applied, last = rec.Seq, rec.Seq
@@ -199,11 +207,7 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record) (uint64, error) {
 	return last, tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
 }
 
-func applyRecord(tx *bolt.Tx, rec eventlog.Record) error {
-	ev, err := rec.Event()
-	if err != nil {
-		return err
-	}
+func applyRecord(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 	if err := indexMsgID(tx, rec, ev); err != nil {
 		return err
 	}
@@ -217,6 +221,40 @@ func applyRecord(tx *bolt.Tx, rec eventlog.Record) error {
 	}
 	return nil
 }
+
+// decodeAll decodes a batch's events before its transaction opens, on every
+// core when the batch is large (a catch-up or a rebuild): decoding is the
+// larger part of applying, and it needs no order.
+func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
+	evs := make([]domain.Event, len(recs))
+	errs := make([]error, len(recs))
+	decode := func(from, to int) {
+		for i := from; i < to; i++ {
+			evs[i], errs[i] = recs[i].Event()
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(recs) < parallelDecodeAt || workers == 1 {
+		decode(0, len(recs))
+	} else {
+		var wg sync.WaitGroup
+		chunk := (len(recs) + workers - 1) / workers
+		for from := 0; from < len(recs); from += chunk {
+			wg.Go(func() { decode(from, min(from+chunk, len(recs))) })
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("projections: apply %d (%s): %w", recs[i].Seq, recs[i].Type, err)
+		}
+	}
+	return evs, nil
+}
+
+// parallelDecodeAt is the batch size from which decodeAll uses every core;
+// below it, starting goroutines costs more than it saves.
+const parallelDecodeAt = 256
 
 // applier updates one read model for one event type.
 type applier func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error

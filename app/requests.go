@@ -62,6 +62,18 @@ func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(context.
 	return true
 }
 
+// requestName is a stable name of the running request's Idempotency-Key
+// (scoped to the partner): the same on every retry with the key, so that
+// what a use case makes up outside the ledger (a simulated vendor webhook)
+// is the same on a retry too. It is "" outside a claimed request.
+func requestName(ctx context.Context) string {
+	rc, _ := ctx.Value(claimKey{}).(*requestClaim)
+	if rc == nil {
+		return ""
+	}
+	return rc.claim.ID()
+}
+
 // ErrKeyReused answers a request whose Idempotency-Key already made an
 // effect for a different request.
 var ErrKeyReused = domain.ProblemIdempotencyKeyReused.New("This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.")

@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
 )
 
 // IdempotencyRetention is how long a key's record is kept after its last
@@ -41,7 +44,7 @@ type IdempotencyConfig struct {
 
 // OpenIdempotency opens the idempotency bucket.
 func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
-	kv, err := l.operationalBucket(ctx, "REQUESTS", "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
+	kv, err := l.operationalBucket(ctx, requestsBucket, "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +76,10 @@ type Claim struct {
 	// what that request appended.
 	Takeover bool
 }
+
+// ID names the key (scoped to its partner) without showing it: a hash, the
+// same on every retry with the key, on every instance.
+func (c Claim) ID() string { return c.id }
 
 // MsgID is the ledger dedup id for the n-th command the request runs. It is
 // the same on every retry with the same key, so the ledger stores the effect
@@ -197,6 +204,17 @@ func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string)
 		return natsErr("idempotency release", err)
 	}
 	return nil
+}
+
+// requestsBucket is the name of the bucket of Idempotency-Key records,
+// without the environment.
+const requestsBucket = "REQUESTS"
+
+// KeyRecord names where the record of key (scoped to scope, the partner)
+// lives on env's ledger: its bucket and its key there. Tests use it to lose
+// a record as a crash of the unreplicated bucket could.
+func KeyRecord(env domain.Environment, scope, key string) (bucket, name string) {
+	return requestsBucket + "_" + strings.ToUpper(string(env)), recordID(scope, key)
 }
 
 func recordID(scope, key string) string {

@@ -106,6 +106,17 @@ func withNATSURL(url string) stackOption {
 	return func(c *stack.Config) { c.Ledger.NATSURL = url }
 }
 
+// withPublicURL has the stack tell partners, donors and its simulators
+// another address than its own listener's (a proxy in front of it).
+func withPublicURL(url string) stackOption {
+	return func(c *stack.Config) { c.PublicURL = url }
+}
+
+// withRequestLease caps how long a request may hold its Idempotency-Key.
+func withRequestLease(d time.Duration) stackOption {
+	return func(c *stack.Config) { c.RequestLease = d }
+}
+
 // withMasterKey sets the master key, which instances sharing a ledger share.
 func withMasterKey(hex string) stackOption {
 	return func(c *stack.Config) { c.MasterKey = hex }
@@ -161,7 +172,9 @@ func openStack(t testing.TB, opts ...stackOption) *testStack {
 	// The public URL must be known before the stack is built; reserve the
 	// listener first.
 	srv := httptest.NewUnstartedServer(nil)
-	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	}
 	st, err := stack.Open(ctx, cfg)
 	if err != nil {
 		srv.Close()

@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
 )
@@ -72,4 +79,56 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 	waitFor(t, 60*time.Second, "a write with one node down", func() bool {
 		return ca.Do(http.MethodPost, importPath, `{"churches":[{"name":"Still here"}]}`, nil).Status == 200
 	})
+}
+
+// Instances started together with a fresh cluster, before it has elected
+// its leaders, all come up: creating the streams, buckets and consumers is
+// idempotent and retried while the cluster settles.
+func TestInstancesStartTogetherOnAFreshCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	cluster := eventlogtest.LaunchCluster(t, filepath.Join("..", "deploy", "nats"))
+	const n = 3
+	const masterKey = "3f1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778a"
+	stacks := make([]*stack.Stack, n)
+	errs := make([]error, n)
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stacks[i], errs[i] = stack.Open(ctx, stack.Config{
+				Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dirs[i], NATSURL: cluster.URL(), Replicas: 3},
+				MasterKey: masterKey, PublicURL: "http://127.0.0.1:1", Log: zerolog.Nop(), RateLimit: httpapi.RateLimit{PerSecond: 100, Burst: 100},
+			})
+			if errs[i] == nil {
+				errs[i] = stacks[i].Start(ctx)
+			}
+		}()
+	}
+	start := time.Now()
+	wg.Wait()
+	t.Logf("%d instances started together with a fresh 3-node cluster in %s", n, time.Since(start).Round(time.Millisecond))
+	for i, st := range stacks {
+		if st != nil {
+			t.Cleanup(func() { st.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("instance %d of %d did not start: %v", i+1, n, errs[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, st := range stacks {
+		if _, err := st.App.Ready(ctx); err != nil {
+			t.Fatalf("instance %d not ready: %v", i+1, err)
+		}
+	}
 }

@@ -54,8 +54,10 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 	if cfg.Replicas == 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, natsErr(fmt.Sprintf("open attempt log %s", a.name), err)
+	if _, err := setUp(ctx, "open attempt log "+a.name, func(ctx context.Context) (jetstream.Stream, error) {
+		return l.js.CreateOrUpdateStream(ctx, cfg)
+	}); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/simulators"
@@ -50,7 +51,19 @@ func (s *Service) simulateAnswer(partner, churchID string, send func(*simulators
 	if err != nil {
 		return answer, s.unreachable(err)
 	}
-	return answer, nil
+	return answer, edgeFailed(answer)
+}
+
+// edgeFailed refuses an edge answer of 5xx as the simulation's answer: the
+// edge is this service, and its failure leaves the webhook's outcome
+// unknown. The simulation is then a 503 to retry with its key, and the
+// retry sends the same webhook again (a deposit's, at least, is derived from
+// the key), instead of a 200 recording "status_code: 503" for good.
+func edgeFailed(a simulators.Answer) error {
+	if a.StatusCode >= 500 {
+		return fmt.Errorf("%w: the edge answered %d", domain.ErrUnavailable, a.StatusCode)
+	}
+	return nil
 }
 
 // SimulatePayrollConnected sends the payroll provider's confirmation of a
@@ -103,7 +116,7 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 	if err != nil {
 		return res, s.unreachable(err)
 	}
-	return res, nil
+	return res, edgeFailed(res.Answer)
 }
 
 // creditedAt is the bank timestamp the partner's deposit with trace was

@@ -89,12 +89,18 @@ func settleClaimed(ctx context.Context, cmd eventlog.Command, out eventlog.Outco
 	if out.Record.Request != "" && out.Record.Request != cmd.Request {
 		return ErrKeyReused
 	}
+	markReplayed(ctx)
+	return nil
+}
+
+// markReplayed records that the request's effect was found in the ledger,
+// made by an earlier run of the same request.
+func markReplayed(ctx context.Context) {
 	if rc, _ := ctx.Value(claimKey{}).(*requestClaim); rc != nil {
 		rc.mu.Lock()
 		rc.replayed = true
 		rc.mu.Unlock()
 	}
-	return nil
 }
 
 // Replayed reports whether the request's effect was found already in the

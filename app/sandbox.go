@@ -111,6 +111,11 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 			return simulators.DepositResult{}, err
 		}
 		sim.BankTS = ts
+		if ts != "" && d.Trace == "" {
+			// The key's own deposit is credited already: this is a retry
+			// whose first answer (and key record) was lost.
+			markReplayed(ctx)
+		}
 	}
 	res, err := s.simulator.Deposit(ctx, sim)
 	if err != nil {

@@ -50,6 +50,28 @@ func (c *Cluster) Leader(stream string) int {
 	return -1
 }
 
+// Current reports whether every node runs, the cluster has its meta leader,
+// and each of streams has a leader and every replica caught up: a node may
+// be lost again without losing a quorum.
+func (c *Cluster) Current(streams ...string) bool {
+	for _, s := range c.servers {
+		if !s.Running() || !s.JetStreamIsCurrent() {
+			return false
+		}
+		for _, st := range streams {
+			if !s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, st) {
+				return false
+			}
+		}
+	}
+	for _, st := range streams {
+		if c.Leader(st) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // StartCluster runs the cluster configured by the files nats-1.conf,
 // nats-2.conf, ... in confDir (deploy/nats), as shipped: only the hosts, the
 // ports and the store move to loopback and the test's temporary directory.

@@ -127,6 +127,6 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 		}
 	}
 	effects := checkWrites(t, "http://"+addrs["b"], l, jobs)
-	t.Logf("chaos: %d writes from 8 clients, %d requests; faults: %v; %d lost answers (%d keys) retried; effects: %v (exactly one per key)",
-		len(jobs), load.sent.Load(), kills, load.lost.Load(), retried, effects)
+	t.Logf("chaos: %d writes from 8 clients, %d requests; faults: %v; %d lost answers (%d keys) retried (%d retries answered as replays); effects: %v (exactly one per key)",
+		len(jobs), load.sent.Load(), kills, load.lost.Load(), retried, load.replayed.Load(), effects)
 }

@@ -95,8 +95,8 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	}
 	effects := checkWrites(t, srv.URL, l, jobs)
 	l.Close()
-	t.Logf("single node: %d writes, %d requests, %d SIGKILLs, %d lost answers retried; effects: %v (one per key)",
-		len(jobs), load.sent.Load(), rounds, load.lost.Load(), effects)
+	t.Logf("single node: %d writes from 6 clients, %d requests, %d SIGKILLs, %d lost answers retried (%d retries answered as replays); effects: %v (exactly one per key)",
+		len(jobs), load.sent.Load(), rounds, load.lost.Load(), load.replayed.Load(), effects)
 
 	if code := srv.terminate(t); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM\n%s", code, srv.Stderr)

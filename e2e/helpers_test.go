@@ -1435,8 +1435,10 @@ func (j *writeJob) send(client *http.Client, base string) (int, []byte, http.Hea
 type chaosLoad struct {
 	jobs    []*writeJob
 	targets func() []string
-	// answered counts final answers; sent counts requests.
-	answered, sent, lost atomic.Int64
+	// answered counts final answers, replayed those of them that were
+	// replays (a retry answered from the key's record or its recalled
+	// effect); sent counts requests, lost the answers lost.
+	answered, replayed, sent, lost atomic.Int64
 	done                 chan struct{}
 }
 
@@ -1486,6 +1488,9 @@ func (l *chaosLoad) finish(client *http.Client, j *writeJob) {
 			time.Sleep(time.Duration(max(secs, 1)) * time.Second)
 		default:
 			j.status, j.answer = status, body
+			if h.Get("Idempotent-Replayed") == "true" {
+				l.replayed.Add(1)
+			}
 			l.answered.Add(1)
 			return
 		}

@@ -1439,7 +1439,7 @@ type chaosLoad struct {
 	// replays (a retry answered from the key's record or its recalled
 	// effect); sent counts requests, lost the answers lost.
 	answered, replayed, sent, lost atomic.Int64
-	done                 chan struct{}
+	done                           chan struct{}
 }
 
 func runChaosLoad(jobs []*writeJob, workers int, targets func() []string) *chaosLoad {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"path/filepath"
@@ -130,5 +131,42 @@ func TestInstancesStartTogetherOnAFreshCluster(t *testing.T) {
 		if _, err := st.App.Ready(ctx); err != nil {
 			t.Fatalf("instance %d not ready: %v", i+1, err)
 		}
+	}
+}
+
+// A write while the cluster has lost its quorum runs nowhere unclaimed and
+// is acknowledged nowhere unrecorded: it is a 503 with Retry-After. Once the
+// nodes are back, the retry with the same key runs, once.
+func TestAWriteWithoutQuorumIsRefusedThenRunsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	cluster := eventlogtest.StartCluster(t, filepath.Join("..", "deploy", "nats"))
+	const masterKey = "3f1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778a"
+	a := startStack(t, withCluster(cluster.URL(), masterKey), withRequestLease(2*time.Second))
+	c, pid := a.partner(t)
+	key := apitest.Header{"Idempotency-Key": "no-quorum"}
+	body := `{"churches":[{"name":"Quorum Chapel","external_id":"q-1"}]}`
+
+	cluster.Stop(1)
+	cluster.Stop(2)
+	r := c.Do(http.MethodPost, importPath, body, key)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a write without quorum: %d %s", r.Status, r.Body)
+	}
+	t.Logf("without quorum: %d %s", r.Status, r.Map(t)["type"])
+	cluster.Restart(1)
+	cluster.Restart(2)
+	ledger, requests := eventlog.StreamName(domain.Sandbox), "KV_REQUESTS_SANDBOX"
+	waitFor(t, 2*time.Minute, "the cluster to recover", func() bool { return cluster.Current(ledger, requests) })
+	waitFor(t, time.Minute, "the retry to run", func() bool {
+		r = c.Do(http.MethodPost, importPath, body, key)
+		return r.Status == http.StatusOK
+	})
+	if again := c.Do(http.MethodPost, importPath, body, key); !bytes.Equal(again.Body, r.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %s", again.Body)
+	}
+	if n := len(imports(t, a.Ledger, pid)); n != 1 {
+		t.Fatalf("%d imports for one key, want 1", n)
 	}
 }

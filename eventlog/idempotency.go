@@ -50,8 +50,12 @@ type IdempotencyConfig struct {
 }
 
 // DefaultLease is how long a request may run holding its key, unless
-// configured otherwise.
-const DefaultLease = 30 * time.Second
+// configured otherwise; DefaultSettle is how much longer the key stays held
+// for the request to store its answer.
+const (
+	DefaultLease  = 30 * time.Second
+	DefaultSettle = 10 * time.Second
+)
 
 // OpenIdempotency opens the idempotency bucket.
 func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
@@ -63,7 +67,7 @@ func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg Idem
 		cfg.Lease = DefaultLease
 	}
 	if cfg.Settle <= 0 {
-		cfg.Settle = 10 * time.Second
+		cfg.Settle = DefaultSettle
 	}
 	return &Idempotency{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
 }

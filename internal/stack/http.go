@@ -32,10 +32,6 @@ type Timeouts struct {
 // DefaultTimeouts are the HTTP server's timeouts unless configured.
 var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
 
-// settleTime is how long a POST may take to store its answer after its
-// lease on the key (eventlog's default).
-const settleTime = 10 * time.Second
-
 // Check refuses timeouts that are not positive, or a write timeout that
 // would cut off a long poll or a POST still within its lease on its key
 // (0 means eventlog.DefaultLease).
@@ -46,9 +42,9 @@ func (t Timeouts) Check(lease time.Duration) error {
 	if lease <= 0 {
 		lease = eventlog.DefaultLease
 	}
-	if need := max(httpapi.LongestWait, lease+settleTime); t.Write <= need {
+	if need := max(httpapi.LongestWait, lease+eventlog.DefaultSettle); t.Write <= need {
 		return fmt.Errorf("the HTTP write timeout (%s) must exceed %s: the feed's longest wait (%s) and a request's lease on its Idempotency-Key plus the time to store its answer (%s + %s)",
-			t.Write, need, httpapi.LongestWait, lease, settleTime)
+			t.Write, need, httpapi.LongestWait, lease, eventlog.DefaultSettle)
 	}
 	return nil
 }

@@ -62,6 +62,18 @@ func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(context.
 	return true
 }
 
+// requestName is a stable name of the running request's Idempotency-Key
+// (scoped to the partner): the same on every retry with the key, so that
+// what a use case makes up outside the ledger (a simulated vendor webhook)
+// is the same on a retry too. It is "" outside a claimed request.
+func requestName(ctx context.Context) string {
+	rc, _ := ctx.Value(claimKey{}).(*requestClaim)
+	if rc == nil {
+		return ""
+	}
+	return rc.claim.ID()
+}
+
 // ErrKeyReused answers a request whose Idempotency-Key already made an
 // effect for a different request.
 var ErrKeyReused = domain.ProblemIdempotencyKeyReused.New("This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.")
@@ -77,12 +89,18 @@ func settleClaimed(ctx context.Context, cmd eventlog.Command, out eventlog.Outco
 	if out.Record.Request != "" && out.Record.Request != cmd.Request {
 		return ErrKeyReused
 	}
+	markReplayed(ctx)
+	return nil
+}
+
+// markReplayed records that the request's effect was found in the ledger,
+// made by an earlier run of the same request.
+func markReplayed(ctx context.Context) {
 	if rc, _ := ctx.Value(claimKey{}).(*requestClaim); rc != nil {
 		rc.mu.Lock()
 		rc.replayed = true
 		rc.mu.Unlock()
 	}
-	return nil
 }
 
 // Replayed reports whether the request's effect was found already in the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/simulators"
@@ -50,7 +51,19 @@ func (s *Service) simulateAnswer(partner, churchID string, send func(*simulators
 	if err != nil {
 		return answer, s.unreachable(err)
 	}
-	return answer, nil
+	return answer, edgeFailed(answer)
+}
+
+// edgeFailed refuses an edge answer of 5xx as the simulation's answer: the
+// edge is this service, and its failure leaves the webhook's outcome
+// unknown. The simulation is then a 503 to retry with its key, and the
+// retry sends the same webhook again (a deposit's, at least, is derived from
+// the key), instead of a 200 recording "status_code: 503" for good.
+func edgeFailed(a simulators.Answer) error {
+	if a.StatusCode >= 500 {
+		return fmt.Errorf("%w: the edge answered %d", domain.ErrUnavailable, a.StatusCode)
+	}
+	return nil
 }
 
 // SimulatePayrollConnected sends the payroll provider's confirmation of a
@@ -79,16 +92,57 @@ type SimulatedDeposit struct {
 	Trace      string
 }
 
-// SimulateDeposit sends the bank's ACH credit notification.
+// SimulateDeposit sends the bank's ACH credit notification. Under an
+// Idempotency-Key the trace (unless given) and the bank's event id derive
+// from the key, and a trace the ledger already holds keeps the bank
+// timestamp it was credited with: a retry after a lost answer sends the same
+// webhook, which the edge credits once, and answers what the first run did.
 func (s *Service) SimulateDeposit(ctx context.Context, partner string, d SimulatedDeposit) (simulators.DepositResult, error) {
 	if err := s.simulate(partner, d.ChurchID); err != nil {
 		return simulators.DepositResult{}, err
 	}
-	res, err := s.simulator.Deposit(ctx, simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace})
+	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: requestName(ctx)}
+	if sim.Trace == "" && sim.Request != "" {
+		sim.Trace = simulators.DerivedTrace(sim.Request)
+	}
+	if sim.Trace != "" {
+		ts, err := s.creditedAt(ctx, partner, sim.Trace)
+		if err != nil {
+			return simulators.DepositResult{}, err
+		}
+		sim.BankTS = ts
+		if ts != "" && d.Trace == "" {
+			// The key's own deposit is credited already: this is a retry
+			// whose first answer (and key record) was lost.
+			markReplayed(ctx)
+		}
+	}
+	res, err := s.simulator.Deposit(ctx, sim)
 	if err != nil {
 		return res, s.unreachable(err)
 	}
-	return res, nil
+	return res, edgeFailed(res.Answer)
+}
+
+// creditedAt is the bank timestamp the partner's deposit with trace was
+// credited with, read from the ledger, or "" when it was not credited.
+func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string, error) {
+	recs, _, err := s.ledger.Read(ctx, s.ledger.Subjects().Aggregate(partner, domain.DepositIDForTrace(trace)), 0, 16)
+	if err != nil {
+		return "", err
+	}
+	events := make([]domain.Event, 0, len(recs))
+	for _, r := range recs {
+		ev, err := r.Event()
+		if err != nil {
+			return "", err
+		}
+		events = append(events, ev)
+	}
+	if dep := domain.Fold[domain.Deposit](events); dep.Credited {
+		return dep.Credit.BankTS, nil
+	}
+	return "", nil
 }
 
 // SimulateKYC sends the identity verifier's decision about a donor. The

@@ -111,6 +111,8 @@ var (
 		About: "Something failed on our side. Nothing about it is in this response; quote request_id to support. The request may be retried with the same Idempotency-Key."})
 	ProblemUnavailable = define(Problem{Code: "service-unavailable", Kind: KindUnavailable, Status: 503, Title: "Service unavailable",
 		About: "The service cannot reach its ledger right now. Retry later with the same Idempotency-Key."})
+	ProblemOutcomeUnknown = define(Problem{Code: "outcome-unknown", Kind: KindUnavailable, Status: 503, Title: "Outcome not recorded",
+		About: "The request ran, or may have, but its answer could not be recorded safely: the service lost its ledger or its key store meanwhile, or the request ran past its time limit. Retry after the time in Retry-After with the same Idempotency-Key and the same request: the retry answers with the original result and never makes a second effect."})
 
 	// The vendor edge's problems.
 	ProblemInvalidSignature = define(Problem{Code: "invalid-signature", Kind: KindUnauthorized, Status: 401, Title: "Invalid signature",

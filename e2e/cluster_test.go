@@ -1,13 +1,21 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
 )
@@ -72,4 +80,93 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 	waitFor(t, 60*time.Second, "a write with one node down", func() bool {
 		return ca.Do(http.MethodPost, importPath, `{"churches":[{"name":"Still here"}]}`, nil).Status == 200
 	})
+}
+
+// Instances started together with a fresh cluster, before it has elected
+// its leaders, all come up: creating the streams, buckets and consumers is
+// idempotent and retried while the cluster settles.
+func TestInstancesStartTogetherOnAFreshCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	cluster := eventlogtest.LaunchCluster(t, filepath.Join("..", "deploy", "nats"))
+	const n = 3
+	const masterKey = "3f1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778a"
+	stacks := make([]*stack.Stack, n)
+	errs := make([]error, n)
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stacks[i], errs[i] = stack.Open(ctx, stack.Config{
+				Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dirs[i], NATSURL: cluster.URL(), Replicas: 3},
+				MasterKey: masterKey, PublicURL: "http://127.0.0.1:1", Log: zerolog.Nop(), RateLimit: httpapi.RateLimit{PerSecond: 100, Burst: 100},
+			})
+			if errs[i] == nil {
+				errs[i] = stacks[i].Start(ctx)
+			}
+		}()
+	}
+	start := time.Now()
+	wg.Wait()
+	t.Logf("%d instances started together with a fresh 3-node cluster in %s", n, time.Since(start).Round(time.Millisecond))
+	for i, st := range stacks {
+		if st != nil {
+			t.Cleanup(func() { st.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("instance %d of %d did not start: %v", i+1, n, errs[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, st := range stacks {
+		if _, err := st.App.Ready(ctx); err != nil {
+			t.Fatalf("instance %d not ready: %v", i+1, err)
+		}
+	}
+}
+
+// A write while the cluster has lost its quorum runs nowhere unclaimed and
+// is acknowledged nowhere unrecorded: it is a 503 with Retry-After. Once the
+// nodes are back, the retry with the same key runs, once.
+func TestAWriteWithoutQuorumIsRefusedThenRunsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	cluster := eventlogtest.StartCluster(t, filepath.Join("..", "deploy", "nats"))
+	const masterKey = "3f1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778a"
+	a := startStack(t, withCluster(cluster.URL(), masterKey), withRequestLease(2*time.Second))
+	c, pid := a.partner(t)
+	key := apitest.Header{"Idempotency-Key": "no-quorum"}
+	body := `{"churches":[{"name":"Quorum Chapel","external_id":"q-1"}]}`
+
+	cluster.Stop(1)
+	cluster.Stop(2)
+	r := c.Do(http.MethodPost, importPath, body, key)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a write without quorum: %d %s", r.Status, r.Body)
+	}
+	t.Logf("without quorum: %d %s", r.Status, r.Map(t)["type"])
+	cluster.Restart(1)
+	cluster.Restart(2)
+	ledger, requests := eventlog.StreamName(domain.Sandbox), "KV_REQUESTS_SANDBOX"
+	waitFor(t, 2*time.Minute, "the cluster to recover", func() bool { return cluster.Current(ledger, requests) })
+	waitFor(t, time.Minute, "the retry to run", func() bool {
+		r = c.Do(http.MethodPost, importPath, body, key)
+		return r.Status == http.StatusOK
+	})
+	if again := c.Do(http.MethodPost, importPath, body, key); !bytes.Equal(again.Body, r.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %s", again.Body)
+	}
+	if n := len(imports(t, a.Ledger, pid)); n != 1 {
+		t.Fatalf("%d imports for one key, want 1", n)
+	}
 }

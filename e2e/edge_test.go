@@ -13,6 +13,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -488,5 +489,39 @@ func TestVendorEventIDsAreRemembered(t *testing.T) {
 		if code != http.StatusOK || ack["status"] != want {
 			t.Fatalf("delivery %d: %d %v, want %s", i+1, code, ack, want)
 		}
+	}
+}
+
+// A deposit simulation whose answer was lost (and, on a single node after a
+// crash, its key's record with it) is retried with its key: the retry sends
+// the same bank webhook (trace, event id, bank timestamp), the edge credits
+// it once, and the retry answers what the first run did.
+func TestRetriedDepositSimulationCreditsOnce(t *testing.T) {
+	ts := startStack(t, withNATSListen("127.0.0.1:0"))
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	body := `{"church_id":"` + church + `","account_ref":"acct_1","amount":12.34}`
+	key := apitest.Header{"Idempotency-Key": "deposit-lost-answer"}
+
+	first := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, key)
+	if first.Status != http.StatusOK || first.Map(t)["status_code"].(float64) != 200 {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	eventlogtest.LoseKeyRecord(t, ts.Ledger.ClientURL(), domain.Sandbox, pid, key["Idempotency-Key"])
+	again := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, key)
+	if again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) {
+		t.Fatalf("retry after the record was lost: %d %s\nwant %s", again.Status, again.Body, first.Body)
+	}
+	if n := countEvents(t, ts, "deposit.received"); n != 1 {
+		t.Fatalf("%d deposit.received for one key, want 1", n)
+	}
+	// Another key is another deposit; an explicit trace still wins.
+	other := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, apitest.Header{"Idempotency-Key": "deposit-2"})
+	if bytes.Equal(other.Body, first.Body) || countEvents(t, ts, "deposit.received") != 2 {
+		t.Fatalf("another key: %s", other.Body)
+	}
+	own := c.Do(http.MethodPost, "/sandbox/simulate/deposit", strings.Replace(body, `"amount"`, `"trace":"trc_mine","amount"`, 1), apitest.Header{"Idempotency-Key": "deposit-3"})
+	if !strings.Contains(string(own.Body), `"trace":"trc_mine"`) {
+		t.Fatalf("explicit trace: %s", own.Body)
 	}
 }

@@ -3,12 +3,20 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -182,5 +190,71 @@ func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 	}
 	if !sawInFlight {
 		t.Fatal("no request ever saw the key in flight (409) in 5 races of 50")
+	}
+}
+
+// An answer leaves only once it is recorded under its key. A request whose
+// record cannot be written (here: lost while the request ran), or that runs
+// past its lease on the key, answers 503 outcome-unknown with Retry-After;
+// the retry makes no second effect and answers the original result.
+func TestAnAnswerIsSentOnlyOnceRecorded(t *testing.T) {
+	var target atomic.Pointer[testStack]
+	var stall, lose atomic.Bool
+	var pid string
+	key := "deposit-unrecorded"
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ts := target.Load()
+		if r.URL.Path == "/edge/bank" && stall.Load() {
+			// Until the request's lease cancels it (or the test ends). The
+			// body is read, so the server notices the client leave.
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+			return
+		}
+		if r.URL.Path == "/edge/bank" && lose.CompareAndSwap(true, false) {
+			eventlogtest.LoseKeyRecord(t, ts.Ledger.ClientURL(), domain.Sandbox, pid, key)
+		}
+		u, _ := url.Parse(ts.URL)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	ts := startStack(t, withPublicURL(front.URL), withNATSListen("127.0.0.1:0"), withRequestLease(2*time.Second))
+	target.Store(ts)
+	c, id := ts.partner(t)
+	pid = id
+	church := importChurch(t, c, "Grace")
+	body := `{"church_id":"` + church + `","account_ref":"acct_1","amount":5.00}`
+	h := apitest.Header{"Idempotency-Key": key}
+
+	// Past its lease: cancelled, the key released, 503.
+	stall.Store(true)
+	r := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, h)
+	checkProblem(t, r, 503, "outcome-unknown")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	stall.Store(false)
+
+	// The record is lost while the request runs: the answer is not sent.
+	lose.Store(true)
+	checkProblem(t, c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, h), 503, "outcome-unknown")
+	if n := countEvents(t, ts, "deposit.received"); n != 1 {
+		t.Fatalf("%d deposit.received after the unrecorded run, want 1", n)
+	}
+	// The retry runs again (no record) and answers what the first run did:
+	// the same bank webhook, recognised by the edge, credited once.
+	final := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, h)
+	if final.Status != 200 || final.Map(t)["status_code"].(float64) != 200 {
+		t.Fatalf("retry: %d %s", final.Status, final.Body)
+	}
+	again := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, h)
+	if again.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.Body, final.Body) {
+		t.Fatalf("replay: %s %s", again.Header.Get("Idempotent-Replayed"), again.Body)
+	}
+	if n := countEvents(t, ts, "deposit.received"); n != 1 {
+		t.Fatalf("%d deposit.received for one key, want 1", n)
 	}
 }

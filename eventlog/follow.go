@@ -15,13 +15,15 @@ import (
 // in one go and a trickle without delay. Each caller has its own position:
 // nothing is shared with other followers or instances.
 func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func([]Record) error) error {
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{l.subjects.All()},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    max(from, 1),
+	cons, err := setUp(ctx, "follow", func(ctx context.Context) (jetstream.Consumer, error) {
+		return l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{l.subjects.All()},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:    max(from, 1),
+		})
 	})
 	if err != nil {
-		return natsErr("follow", err)
+		return err
 	}
 	return consumeBatches(ctx, cons, batch, func(msgs []jetstream.Msg) error {
 		recs := make([]Record, 0, len(msgs))
@@ -80,17 +82,19 @@ type SharedReaderConfig struct {
 // message that is not a ledger record.
 func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, unreadable func(error)) (*SharedReader, error) {
 	name := cfg.Name
-	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   cfg.Description,
-		FilterSubject: l.subjects.AllPublic(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.Hold,
-		MaxAckPending: cfg.MaxOut,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	cons, err := setUp(ctx, "shared reader "+name, func(ctx context.Context) (jetstream.Consumer, error) {
+		return l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   cfg.Description,
+			FilterSubject: l.subjects.AllPublic(),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.Hold,
+			MaxAckPending: cfg.MaxOut,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
 	})
 	if err != nil {
-		return nil, natsErr("shared reader "+name, err)
+		return nil, err
 	}
 	return &SharedReader{l: l, cons: cons, unreadable: unreadable}, nil
 }

@@ -1,15 +1,20 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
 )
 
 // IdempotencyRetention is how long a key's record is kept after its last
@@ -21,9 +26,10 @@ const IdempotencyRetention = 48 * time.Hour
 // Stored responses are sealed, because they can hold one-time secrets (a
 // webhook secret, a donor session url).
 type Idempotency struct {
-	kv    jetstream.KeyValue
-	seal  *Sealer
-	lease time.Duration
+	kv     jetstream.KeyValue
+	seal   *Sealer
+	lease  time.Duration
+	settle time.Duration
 	// owner names this process's instance and boot, so that a record left
 	// running by a crashed earlier boot of the same instance is taken over
 	// at once instead of waiting out its lease.
@@ -32,23 +38,38 @@ type Idempotency struct {
 
 // IdempotencyConfig tunes the store.
 type IdempotencyConfig struct {
-	// Lease is how long a running request holds its key before another
-	// request may take it over (the first is presumed dead).
+	// Lease is how long a request may run while it holds its key; the
+	// transport cancels a request that runs longer. Default 30s.
 	Lease time.Duration
+	// Settle is how much longer the key stays held after the lease, for the
+	// request to store its answer; only then may another request take the
+	// key over (the first is presumed dead). Default 10s.
+	Settle time.Duration
 	// Instance is a stable name of this instance (one process at a time).
 	Instance string
 }
 
+// DefaultLease is how long a request may run holding its key, unless
+// configured otherwise; DefaultSettle is how much longer the key stays held
+// for the request to store its answer.
+const (
+	DefaultLease  = 30 * time.Second
+	DefaultSettle = 10 * time.Second
+)
+
 // OpenIdempotency opens the idempotency bucket.
 func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
-	kv, err := l.operationalBucket(ctx, "REQUESTS", "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
+	kv, err := l.operationalBucket(ctx, requestsBucket, "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 30 * time.Second
+		cfg.Lease = DefaultLease
 	}
-	return &Idempotency{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
+	}
+	return &Idempotency{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
 }
 
 type idemRecord struct {
@@ -60,6 +81,8 @@ type idemRecord struct {
 	Status      int       `json:"status,omitempty"`
 	Body        []byte    `json:"body,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Nonce tells this request's claim from any other's.
+	Nonce uint64 `json:"nonce,omitempty"`
 }
 
 // Claim is a running request's hold on its key.
@@ -72,7 +95,14 @@ type Claim struct {
 	// died, or released by one that failed; the command must first look for
 	// what that request appended.
 	Takeover bool
+	// RunUntil is when the request must have finished running; HoldUntil is
+	// when its hold on the key ends, so its answer must be stored by then.
+	RunUntil, HoldUntil time.Time
 }
+
+// ID names the key (scoped to its partner) without showing it: a hash, the
+// same on every retry with the key, on every instance.
+func (c Claim) ID() string { return c.id }
 
 // MsgID is the ledger dedup id for the n-th command the request runs. It is
 // the same on every retry with the same key, so the ledger stores the effect
@@ -105,14 +135,20 @@ type StoredResponse struct {
 func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string) (BeginResult, error) {
 	id := recordID(scope, key)
 	now := time.Now()
-	rec := idemRecord{State: "running", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, LeaseUntil: now.Add(s.lease), CreatedAt: now}
+	rec := idemRecord{State: "running", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, LeaseUntil: now.Add(s.lease + s.settle), CreatedAt: now, Nonce: rand.Uint64()}
+	claim := func(rev uint64, takeover bool) BeginResult {
+		return BeginResult{Claim: &Claim{id: id, rev: rev, Fingerprint: fingerprint, Takeover: takeover, RunUntil: now.Add(s.lease), HoldUntil: rec.LeaseUntil}}
+	}
 	for range 5 {
 		data, _ := json.Marshal(rec)
 		rev, err := s.kv.Create(ctx, id, data)
 		if err == nil {
-			return BeginResult{Claim: &Claim{id: id, rev: rev, Fingerprint: fingerprint}}, nil
+			return claim(rev, false), nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if rev, ok := s.stored(ctx, id, data); ok {
+				return claim(rev, false), nil
+			}
 			return BeginResult{}, natsErr("idempotency begin", err)
 		}
 		entry, err := s.kv.Get(ctx, id)
@@ -143,13 +179,27 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 		data, _ = json.Marshal(rec)
 		rev, err = s.kv.Update(ctx, id, data, entry.Revision())
 		if err == nil {
-			return BeginResult{Claim: &Claim{id: id, rev: rev, Takeover: true, Fingerprint: fingerprint}}, nil
+			return claim(rev, true), nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if rev, ok := s.stored(ctx, id, data); ok {
+				return claim(rev, true), nil
+			}
 			return BeginResult{}, natsErr("idempotency takeover", err)
 		}
 	}
 	return BeginResult{InFlight: true, RetryAfter: time.Second}, nil
+}
+
+// stored reports whether a write of data to the record whose answer did not
+// arrive (a node lost meanwhile) was stored after all: the record holds
+// exactly data (its nonce is this request's), and the claim is ours.
+func (s *Idempotency) stored(ctx context.Context, id string, data []byte) (uint64, bool) {
+	entry, err := s.kv.Get(ctx, id)
+	if err != nil || !bytes.Equal(entry.Value(), data) {
+		return 0, false
+	}
+	return entry.Revision(), true
 }
 
 // abandoned reports whether a running record's request can no longer
@@ -177,7 +227,9 @@ func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string
 		return err
 	}
 	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		return natsErr("idempotency complete", err)
+		if _, ok := s.stored(ctx, c.id, data); !ok {
+			return natsErr("idempotency complete", err)
+		}
 	}
 	return nil
 }
@@ -194,9 +246,22 @@ func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string)
 		return err
 	}
 	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		return natsErr("idempotency release", err)
+		if _, ok := s.stored(ctx, c.id, data); !ok {
+			return natsErr("idempotency release", err)
+		}
 	}
 	return nil
+}
+
+// requestsBucket is the name of the bucket of Idempotency-Key records,
+// without the environment.
+const requestsBucket = "REQUESTS"
+
+// KeyRecord names where the record of key (scoped to scope, the partner)
+// lives on env's ledger: its bucket and its key there. Tests use it to lose
+// a record as a crash of the unreplicated bucket could.
+func KeyRecord(env domain.Environment, scope, key string) (bucket, name string) {
+	return requestsBucket + "_" + strings.ToUpper(string(env)), recordID(scope, key)
 }
 
 func recordID(scope, key string) string {

@@ -14,7 +14,7 @@ import (
 
 func openIdem(t *testing.T, l *eventlog.Ledger, secrets *eventlog.Secrets, instance string, lease time.Duration) *eventlog.Idempotency {
 	t.Helper()
-	s, err := l.OpenIdempotency(context.Background(), secrets, eventlog.IdempotencyConfig{Instance: instance, Lease: lease})
+	s, err := l.OpenIdempotency(context.Background(), secrets, eventlog.IdempotencyConfig{Instance: instance, Lease: lease, Settle: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

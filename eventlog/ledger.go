@@ -96,9 +96,11 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 		return nil, natsErr("open ledger", err)
 	}
 	l.js = js
-	if l.stream, err = js.CreateOrUpdateStream(ctx, l.streamConfig()); err != nil {
+	if l.stream, err = setUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, l.streamConfig())
+	}); err != nil {
 		l.Close()
-		return nil, natsErr(fmt.Sprintf("open ledger stream %s", l.name), err)
+		return nil, err
 	}
 	return l, nil
 }
@@ -343,9 +345,11 @@ func (l *Ledger) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jets
 	if kv, ok := l.buckets[cfg.Bucket]; ok {
 		return kv, nil
 	}
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, cfg)
+	kv, err := setUp(ctx, "open bucket "+cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return l.js.CreateOrUpdateKeyValue(ctx, cfg)
+	})
 	if err != nil {
-		return nil, natsErr(fmt.Sprintf("open bucket %s", cfg.Bucket), err)
+		return nil, err
 	}
 	l.buckets[cfg.Bucket] = kv
 	return kv, nil

@@ -46,12 +46,14 @@ func (l *Ledger) operationalBucket(ctx context.Context, name, legacy, descriptio
 	if cfg.Replicas <= 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, natsErr("open bucket "+name, err)
-	}
-	kv, err := l.js.KeyValue(ctx, name)
+	kv, err := setUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
+		if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return nil, err
+		}
+		return l.js.KeyValue(ctx, name)
+	})
 	if err != nil {
-		return nil, natsErr("open bucket "+name, err)
+		return nil, err
 	}
 	if legacy != "" {
 		if err := l.adopt(ctx, kv, legacy+"_"+strings.ToUpper(string(l.cfg.Env))); err != nil {
@@ -65,12 +67,15 @@ func (l *Ledger) operationalBucket(ctx context.Context, name, legacy, descriptio
 // adopt copies every entry of the legacy bucket into kv, then deletes the
 // legacy bucket. Entries kv already has win.
 func (l *Ledger) adopt(ctx context.Context, kv jetstream.KeyValue, legacy string) error {
-	old, err := l.js.KeyValue(ctx, legacy)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
-	}
-	if err != nil {
-		return natsErr("open bucket "+legacy, err)
+	old, err := setUp(ctx, "open bucket "+legacy, func(ctx context.Context) (jetstream.KeyValue, error) {
+		old, err := l.js.KeyValue(ctx, legacy)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, nil
+		}
+		return old, err
+	})
+	if old == nil || err != nil {
+		return err
 	}
 	keys, err := old.ListKeys(ctx)
 	if err != nil {

@@ -50,8 +50,10 @@ func (l *Ledger) OpenDeliveryQueue(ctx context.Context, maxAge time.Duration) (*
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
 	var err error
-	if q.stream, err = l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, natsErr("delivery queue", err)
+	if q.stream, err = setUp(ctx, "delivery queue", func(ctx context.Context) (jetstream.Stream, error) {
+		return l.js.CreateOrUpdateStream(ctx, cfg)
+	}); err != nil {
+		return nil, err
 	}
 	return q, nil
 }
@@ -174,19 +176,21 @@ func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
 // goroutine and should hand the job off quickly. failed hears consumer
 // errors.
 func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, concurrency int, hold time.Duration, handle func(Job), failed func(error)) (*Consumption, error) {
-	cons, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       consumerName(endpoint),
-		Description:   "Deliveries to one webhook endpoint.",
-		FilterSubject: q.jobSubject(partner, endpoint),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       hold,
-		MaxAckPending: concurrency,
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"partner_id": partner, "endpoint_id": endpoint},
+	cons, err := setUp(ctx, "endpoint consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       consumerName(endpoint),
+			Description:   "Deliveries to one webhook endpoint.",
+			FilterSubject: q.jobSubject(partner, endpoint),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       hold,
+			MaxAckPending: concurrency,
+			MaxDeliver:    -1,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			Metadata:      map[string]string{"partner_id": partner, "endpoint_id": endpoint},
+		})
 	})
 	if err != nil {
-		return nil, natsErr("endpoint consumer", err)
+		return nil, err
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m}) },
 		jetstream.PullMaxMessages(concurrency),

@@ -32,16 +32,18 @@ var ErrRecoveryMoved = errors.New("recovery changed by another instance")
 // OpenRecoveries opens (creating as needed) the recoveries bucket.
 func (l *Ledger) OpenRecoveries(ctx context.Context) (*Recoveries, error) {
 	name := "WEBHOOK_RECOVERIES_" + strings.ToUpper(string(l.cfg.Env))
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      name,
-		Description: "Webhook recoveries and their progress (" + string(l.cfg.Env) + ").",
-		History:     1,
-		TTL:         domain.MaxRecoveryAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    l.cfg.Replicas,
+	kv, err := setUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: "Webhook recoveries and their progress (" + string(l.cfg.Env) + ").",
+			History:     1,
+			TTL:         domain.MaxRecoveryAge,
+			Storage:     jetstream.FileStorage,
+			Replicas:    l.cfg.Replicas,
+		})
 	})
 	if err != nil {
-		return nil, natsErr("open bucket "+name, err)
+		return nil, err
 	}
 	return &Recoveries{kv: kv}, nil
 }

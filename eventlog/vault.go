@@ -51,7 +51,7 @@ func (l *Ledger) ForgetDonor(ctx context.Context, donorID string) error {
 
 func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.KeyValue, error) {
 	name := "VAULT_" + strings.ToUpper(string(l.cfg.Env))
-	stream, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:              "KV_" + name,
 		Description:       "Donor phone numbers, AES-GCM sealed, keyed by donor id.",
 		Subjects:          []string{"$KV." + name + ".>"},
@@ -62,13 +62,17 @@ func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.K
 		AllowRollup:       true,
 		AllowDirect:       true,
 		DenyDelete:        false,
+	}
+	var stream jetstream.Stream
+	kv, err := setUp(ctx, "open vault", func(ctx context.Context) (jetstream.KeyValue, error) {
+		var err error
+		if stream, err = l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return nil, err
+		}
+		return l.js.KeyValue(ctx, name)
 	})
 	if err != nil {
-		return nil, nil, natsErr("open vault", err)
-	}
-	kv, err := l.js.KeyValue(ctx, name)
-	if err != nil {
-		return nil, nil, natsErr("open vault", err)
+		return nil, nil, err
 	}
 	return stream, kv, nil
 }

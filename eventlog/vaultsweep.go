@@ -24,16 +24,18 @@ const vaultSweeper = "vault_sweep"
 // referenced says no session refers to it. It returns when ctx ends or the
 // vault cannot be read.
 func (v *Vault) Sweep(ctx context.Context, grace time.Duration, referenced func(ctx context.Context, donorID string) (bool, error)) error {
-	cons, err := v.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       vaultSweeper,
-		Description:   "Erases stored phones that no donor session refers to.",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxAckPending: 1000,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	cons, err := setUp(ctx, "vault sweep", func(ctx context.Context) (jetstream.Consumer, error) {
+		return v.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       vaultSweeper,
+			Description:   "Erases stored phones that no donor session refers to.",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       time.Minute,
+			MaxAckPending: 1000,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
 	})
 	if err != nil {
-		return natsErr("vault sweep", err)
+		return err
 	}
 	prefix := "$KV." + strings.TrimPrefix(v.stream.CachedInfo().Config.Name, "KV_") + "."
 	return consumeBatches(ctx, cons, 100, func(batch []jetstream.Msg) error {

@@ -55,9 +55,11 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 	if cfg.Replicas == 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	st, err := l.js.CreateOrUpdateStream(ctx, cfg)
+	st, err := setUp(ctx, "open attempt log "+a.name, func(ctx context.Context) (jetstream.Stream, error) {
+		return l.js.CreateOrUpdateStream(ctx, cfg)
+	})
 	if err != nil {
-		return nil, natsErr(fmt.Sprintf("open attempt log %s", a.name), err)
+		return nil, err
 	}
 	a.stream = st
 	return a, nil

@@ -25,6 +25,11 @@ const (
 	feedMaxWait      = 30 // seconds
 )
 
+// LongestWait is the longest a request may ask the service to wait before it
+// answers (GET /v1/events?wait=): the HTTP server's write timeout must
+// exceed it.
+const LongestWait = feedMaxWait * time.Second
+
 // feedParams are the query parameters the feed takes. Any other is refused,
 // so that a misspelt since_cursor cannot silently send a poller back to the
 // first event.

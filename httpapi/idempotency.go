@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -42,7 +43,13 @@ func validIdempotencyKey(k string) bool {
 //   - same key while the first is running: 409 with Retry-After.
 //
 // Responses of 5xx release the key so that a retry runs again; the retry
-// first looks for an event the failed run may have stored.
+// first looks for an event the failed run may have stored. Any other answer
+// leaves only once it is stored under the key: when it cannot be (the key
+// store became unreachable), or the request ran past its lease on the key,
+// the key is released and the answer is 503 outcome-unknown with
+// Retry-After, so the retry gets the original answer (recalled from the
+// ledger) and never a second effect. A claim that cannot be made or
+// trusted is a 503 too: no request runs unclaimed.
 func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
@@ -62,7 +69,10 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		fp := s.fingerprint(r, body)
 		begin, err := s.app.BeginRequest(r.Context(), partnerID(r), key[0], fp)
 		if err != nil {
-			writeError(w, r, err)
+			// Without a trustworthy claim the request must not run.
+			logger(r.Context()).Error().Err(err).Msg("idempotency begin failed")
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, r, domain.ProblemUnavailable, "", nil)
 			return
 		}
 		switch {
@@ -79,19 +89,35 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			replay(w, begin.Replay)
 			return
 		}
+		claim := begin.Claim
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		r = r.WithContext(app.WithClaim(r.Context(), begin.Claim))
+		// The request may run only while it holds the key.
+		ctx, cancel := context.WithDeadline(app.WithClaim(r.Context(), claim), claim.RunUntil)
+		defer cancel()
+		r = r.WithContext(ctx)
 		rec := &recorder{header: http.Header{}}
 		defer func() {
 			// A panic is answered 500 further out; release the key so a
 			// retry need not wait out the lease.
 			if v := recover(); v != nil {
-				s.settle(r, begin.Claim, fp, &recorder{status: http.StatusInternalServerError})
+				s.settle(r, claim, fp, &recorder{status: http.StatusInternalServerError})
 				panic(v)
 			}
 		}()
 		next.ServeHTTP(rec, r)
-		s.settle(r, begin.Claim, fp, rec)
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+		if timedOut {
+			// It ran past its time: whatever it did is for the retry to
+			// recall, once the key is released.
+			rec = &recorder{status: http.StatusServiceUnavailable}
+		}
+		if sendable := s.settle(r, claim, fp, rec); timedOut || !sendable {
+			// The answer is not recorded: sending it would let a retry run
+			// the key afresh. The retry gets the original answer instead.
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, r, domain.ProblemOutcomeUnknown, "The request ran, or may have, but its answer could not be recorded safely. Retry with the same Idempotency-Key and the same request: the retry answers with the original result and makes no second effect.", nil)
+			return
+		}
 		if app.Replayed(r.Context()) && rec.status < 300 {
 			// The effect was already in the ledger, made by an earlier run
 			// of this request whose record was lost: answer as a replay.
@@ -103,20 +129,26 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 }
 
 // settle stores the response under the key, or releases the key after a
-// failure of ours. The request context may be gone (client hung up); the
-// record is still written, so the retry finds the result.
-func (s *Server) settle(r *http.Request, c *app.Claim, fp string, rec *recorder) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+// failure of ours, and reports whether the response may be sent: a 5xx
+// always (its retry runs the key again), any other answer only once it is
+// stored. An answer that could not be stored releases the key, so the retry
+// runs at once and recalls what this run appended. The request context may
+// be gone (client hung up, time limit); the record is still written, within
+// the claim's hold on the key.
+func (s *Server) settle(r *http.Request, c *app.Claim, fp string, rec *recorder) bool {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), c.HoldUntil)
 	defer cancel()
-	if rec.status >= 500 || rec.status == 0 {
-		if err := s.app.ReleaseRequest(ctx, c, fp); err != nil {
-			logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
+	if rec.status < 500 && rec.status != 0 {
+		err := s.app.CompleteRequest(ctx, c, fp, rec.status, rec.body.Bytes())
+		if err == nil {
+			return true
 		}
-		return
-	}
-	if err := s.app.CompleteRequest(ctx, c, fp, rec.status, rec.body.Bytes()); err != nil {
 		logger(r.Context()).Error().Err(err).Msg("idempotency complete failed")
 	}
+	if err := s.app.ReleaseRequest(ctx, c, fp); err != nil {
+		logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
+	}
+	return rec.status >= 500
 }
 
 func replay(w http.ResponseWriter, sr *app.StoredResponse) {

@@ -13,7 +13,8 @@ import (
 
 // The sandbox simulators' routes (app's Simulate* use cases). Each answers
 // 200 with the edge's status code (and its problem body when it refused the
-// webhook) when the edge was reached, and 502 when it was not.
+// webhook) when the edge decided, 503 when the edge failed (5xx: retry with
+// the key), and 502 when it was not reached.
 
 type simulatedAnswer struct {
 	StatusCode int             `json:"status_code"`

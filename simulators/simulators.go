@@ -3,6 +3,7 @@ package simulators
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -65,9 +66,13 @@ type Answer struct {
 
 // send signs and posts one webhook and returns the edge's answer. An error
 // means the edge could not be reached.
-func (s *Simulator) send(ctx context.Context, kind, typ string, secret []byte, data any) (Answer, error) {
+// id is the vendor's event id; empty makes a new one.
+func (s *Simulator) send(ctx context.Context, kind, typ, id string, secret []byte, data any) (Answer, error) {
 	now := time.Now()
-	body, err := json.Marshal(webhook{ID: "sim_" + ksuid.New().String(), Type: typ, CreatedAt: domain.FormatTime(now), Data: data})
+	if id == "" {
+		id = "sim_" + ksuid.New().String()
+	}
+	body, err := json.Marshal(webhook{ID: id, Type: typ, CreatedAt: domain.FormatTime(now), Data: data})
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
@@ -104,7 +109,7 @@ func isProblem(contentType string, body []byte) bool {
 // PayrollConnected sends the payroll provider's confirmation that the
 // donor's direct-deposit switch is in place.
 func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID string) (Answer, error) {
-	return s.send(ctx, "payroll", "deposit_switch.confirmed", s.secrets.Payroll, map[string]string{
+	return s.send(ctx, "payroll", "deposit_switch.confirmed", "", s.secrets.Payroll, map[string]string{
 		"enrollment_id": enrollmentID, "church_id": churchID,
 	})
 }
@@ -112,7 +117,7 @@ func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID
 // PayrollEnded sends the payroll provider's notice that the donor's
 // deduction ended: reason is left_employer or deposit_switch_reverted.
 func (s *Simulator) PayrollEnded(ctx context.Context, enrollmentID, churchID, reason string) (Answer, error) {
-	return s.send(ctx, "payroll", "deposit_switch.ended", s.secrets.Payroll, map[string]string{
+	return s.send(ctx, "payroll", "deposit_switch.ended", "", s.secrets.Payroll, map[string]string{
 		"enrollment_id": enrollmentID, "church_id": churchID, "reason": reason,
 	})
 }
@@ -124,7 +129,16 @@ type Deposit struct {
 	// Amount is passed to the bank webhook as given, so the edge's own
 	// checks decide whether it is acceptable.
 	Amount json.RawMessage
-	Trace  string
+	// Trace is the bank's trace id; empty derives one from Request, or
+	// makes a new one without it.
+	Trace string
+	// Request, when set, names the partner request the simulation runs for
+	// (the same on every retry of it): the trace (unless given) and the
+	// bank's event id derive from it, so a retried simulation sends the
+	// very same bank webhook, and the edge credits it once.
+	Request string
+	// BankTS is the bank's timestamp (RFC 3339); empty means now.
+	BankTS string
 }
 
 // DepositResult is what the bank sent, and the edge's answer.
@@ -134,22 +148,42 @@ type DepositResult struct {
 	BankTS string
 }
 
-// Deposit sends the bank's ACH credit notification. A trace is generated
-// when none is given.
+// Deposit sends the bank's ACH credit notification.
 func (s *Simulator) Deposit(ctx context.Context, d Deposit) (DepositResult, error) {
+	var id string
+	if d.Request != "" {
+		id = "sim_" + derived("bank-event", d.Request)
+		if d.Trace == "" {
+			d.Trace = DerivedTrace(d.Request)
+		}
+	}
 	if d.Trace == "" {
 		d.Trace = "trc_" + ksuid.New().String()
 	}
-	ts := domain.FormatTime(time.Now())
-	answer, err := s.send(ctx, "bank", "ach.credit.received", s.secrets.Bank, map[string]any{
-		"trace": d.Trace, "account_ref": d.AccountRef, "amount": d.Amount, "currency": "USD", "bank_ts": ts, "church_id": d.ChurchID,
+	if d.BankTS == "" {
+		d.BankTS = domain.FormatTime(time.Now())
+	}
+	answer, err := s.send(ctx, "bank", "ach.credit.received", id, s.secrets.Bank, map[string]any{
+		"trace": d.Trace, "account_ref": d.AccountRef, "amount": d.Amount, "currency": "USD", "bank_ts": d.BankTS, "church_id": d.ChurchID,
 	})
-	return DepositResult{Answer: answer, Trace: d.Trace, BankTS: ts}, err
+	return DepositResult{Answer: answer, Trace: d.Trace, BankTS: d.BankTS}, err
+}
+
+// DerivedTrace is the trace a simulated deposit for request gets when none
+// is given.
+func DerivedTrace(request string) string { return "trc_" + derived("trace", request) }
+
+// derived is a ksuid-shaped name of what (a trace, an event id) for
+// request: the same request always gets the same one.
+func derived(what, request string) string {
+	sum := sha256.Sum256([]byte("simulated " + what + "\x00" + request))
+	id, _ := ksuid.FromBytes(sum[:20])
+	return id.String()
 }
 
 // KYC sends the identity verifier's result for a donor.
 func (s *Simulator) KYC(ctx context.Context, churchID, donorID, outcome string) (Answer, error) {
-	return s.send(ctx, "kyc", "identity.verification.completed", s.secrets.KYC, map[string]string{
+	return s.send(ctx, "kyc", "identity.verification.completed", "", s.secrets.KYC, map[string]string{
 		"donor_id": donorID, "church_id": churchID, "outcome": outcome,
 	})
 }

@@ -37,6 +37,7 @@ type serveFlags struct {
 	twilio    twilioFlags
 	webhooks  webhookFlags
 	telemetry telemetryFlags
+	timeouts  timeoutFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -56,6 +57,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.twilio.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
+	f.timeouts.register(fs)
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -103,6 +105,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := f.timeouts.check(); err != nil {
+		return err
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
@@ -135,7 +140,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
-		Webhooks: hooks,
+		Webhooks: hooks, RequestLease: f.timeouts.lease,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {
@@ -152,7 +157,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := st.Start(ctx); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: st.API.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := stack.HTTPServer(st.API.Handler(), f.timeouts.http)
 	srv.RegisterOnShutdown(st.API.EndLongPolls)
 	errc := make(chan error, 1)
 	go func() {

@@ -19,6 +19,8 @@ type Cluster struct {
 	// URLs are the nodes' client URLs, with the credentials their
 	// configuration asks of clients.
 	URLs    []string
+	tb      testing.TB
+	opts    []*server.Options
 	servers []*server.Server
 }
 
@@ -26,7 +28,49 @@ type Cluster struct {
 func (c *Cluster) URL() string { return strings.Join(c.URLs, ",") }
 
 // Stop shuts node i (from 0) down, as losing a machine would.
-func (c *Cluster) Stop(i int) { c.servers[i].Shutdown() }
+func (c *Cluster) Stop(i int) {
+	c.servers[i].Shutdown()
+	c.servers[i].WaitForShutdown()
+}
+
+// Restart starts node i again, on its ports and its store, after Stop.
+func (c *Cluster) Restart(i int) {
+	c.tb.Helper()
+	c.servers[i] = run(c.tb, c.opts[i].Clone(), 30*time.Second)
+}
+
+// Leader is the node leading the replicas of stream (a KV bucket's stream
+// is KV_<bucket>), or -1 while none does.
+func (c *Cluster) Leader(stream string) int {
+	for i, s := range c.servers {
+		if s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Current reports whether every node runs, the cluster has its meta leader,
+// and each of streams has a leader and every replica caught up: a node may
+// be lost again without losing a quorum.
+func (c *Cluster) Current(streams ...string) bool {
+	for _, s := range c.servers {
+		if !s.Running() || !s.JetStreamIsCurrent() {
+			return false
+		}
+		for _, st := range streams {
+			if !s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, st) {
+				return false
+			}
+		}
+	}
+	for _, st := range streams {
+		if c.Leader(st) < 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // StartCluster runs the cluster configured by the files nats-1.conf,
 // nats-2.conf, ... in confDir (deploy/nats), as shipped: only the hosts, the
@@ -36,13 +80,31 @@ func (c *Cluster) Stop(i int) { c.servers[i].Shutdown() }
 // nodes when the test ends.
 func StartCluster(tb testing.TB, confDir string) *Cluster {
 	tb.Helper()
+	c := LaunchCluster(tb, confDir)
+	WaitFor(tb, 60*time.Second, "the JetStream cluster to elect a leader", func() bool {
+		for _, s := range c.servers {
+			if s.JetStreamIsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	c.waitPlacement(tb, len(c.servers))
+	return c
+}
+
+// LaunchCluster is StartCluster returning as soon as every node takes
+// clients: the cluster has yet to elect its leaders and learn its peers, as
+// when a fresh cluster and its clients start together.
+func LaunchCluster(tb testing.TB, confDir string) *Cluster {
+	tb.Helper()
 	files, err := filepath.Glob(filepath.Join(confDir, "nats-*.conf"))
 	if err != nil || len(files) == 0 {
 		tb.Fatalf("no nats-N.conf in %s (%v)", confDir, err)
 	}
 	n := len(files)
-	clusterPorts := freePorts(tb, n)
-	c := &Cluster{servers: make([]*server.Server, n)}
+	ports := freePorts(tb, 2*n) // routes, then clients: fixed, so a restarted node is where it was
+	c := &Cluster{tb: tb, servers: make([]*server.Server, n)}
 	var routes []*url.URL
 	for i := range n {
 		name := fmt.Sprintf("nats-%d.conf", i+1)
@@ -52,29 +114,21 @@ func StartCluster(tb testing.TB, confDir string) *Cluster {
 		}
 		if i == 0 {
 			for _, r := range opts.Routes {
-				r.Host = fmt.Sprintf("127.0.0.1:%d", clusterPorts[len(routes)])
+				r.Host = fmt.Sprintf("127.0.0.1:%d", ports[len(routes)])
 				routes = append(routes, r)
 			}
 		}
 		opts.Routes = routes
-		opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
+		opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", ports[n+i], 0
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[i]
 		opts.StoreDir = tb.TempDir()
 		opts.NoLog, opts.NoSigs = true, true
-		c.servers[i] = run(tb, opts, 30*time.Second)
+		c.opts = append(c.opts, opts)
+		c.servers[i] = run(tb, opts.Clone(), 30*time.Second)
 		u, _ := url.Parse(c.servers[i].ClientURL())
 		u.User = url.UserPassword(opts.Username, opts.Password)
 		c.URLs = append(c.URLs, u.String())
 	}
-	WaitFor(tb, 60*time.Second, "the JetStream cluster to elect a leader", func() bool {
-		for _, s := range c.servers {
-			if s.JetStreamIsLeader() {
-				return true
-			}
-		}
-		return false
-	})
-	c.waitPlacement(tb, n)
 	return c
 }
 

@@ -51,6 +51,9 @@ type Config struct {
 	// Webhooks tunes the dispatcher; its environment and log come from the
 	// stack.
 	Webhooks dispatcher.Config
+	// RequestLease caps how long a request may run holding its
+	// Idempotency-Key; 0 means eventlog.DefaultLease.
+	RequestLease time.Duration
 }
 
 // Stack is one running instance.
@@ -131,7 +134,7 @@ func InstanceName(cfg Config) string {
 // cases, the dispatcher and the API on it.
 func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.VendorSecrets) error {
 	cfg := s.Config
-	idem, err := s.Ledger.OpenIdempotency(ctx, s.Secrets, eventlog.IdempotencyConfig{Instance: instance})
+	idem, err := s.Ledger.OpenIdempotency(ctx, s.Secrets, eventlog.IdempotencyConfig{Instance: instance, Lease: cfg.RequestLease})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package eventlog
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,55 +17,70 @@ import (
 // fast fill of real events, and a raw ordered read to compare the
 // service's reads with.
 
-// fillInFlight bounds the publishes a Fill has in flight.
-const fillInFlight = 4096
+// fillPublishers is how many publishes a Fill has in flight.
+const fillPublishers = 64
 
 // Fill appends events as fast as the server takes them, for benchmarks:
-// many publishes in flight, no expected-sequence condition (every event
-// must start or continue an aggregate nobody else writes), each event's id
-// as its dedup id. It returns each event's sequence, in order. On a ledger
-// opened with Unsynced, nothing is synced per write.
+// many publishers at once, no expected-sequence condition (every event must
+// start or continue an aggregate nobody else writes), each event's id as
+// its dedup id, so a publish retried after a lost answer stores nothing
+// twice. It returns each event's sequence, in the order of events (the
+// ledger's order may differ). On a ledger opened with Unsynced, nothing is
+// synced per write.
 func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, error) {
-	futures := make([]jetstream.PubAckFuture, len(events))
-	for i, ev := range events {
-		subject, err := l.subjects.Event(ev)
-		if err != nil {
-			return nil, err
-		}
-		data, err := ev.Envelope()
-		if err != nil {
-			return nil, err
-		}
-		msg := nats.NewMsg(subject)
-		msg.Data = data
-		if futures[i], err = l.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID)); err != nil {
-			return nil, natsErr("fill", err)
-		}
-		if i >= fillInFlight {
-			if _, err := awaitAck(ctx, futures[i-fillInFlight]); err != nil {
-				return nil, err
-			}
-		}
-	}
 	seqs := make([]uint64, len(events))
-	for i, f := range futures {
-		ack, err := awaitAck(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		seqs[i] = ack.Sequence
+	var next atomic.Int64
+	errs := make(chan error, fillPublishers)
+	var wg sync.WaitGroup
+	for range fillPublishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(events) || ctx.Err() != nil {
+					return
+				}
+				seq, err := l.fillOne(ctx, events[i])
+				if err != nil {
+					errs <- err
+					return
+				}
+				seqs[i] = seq
+			}
+		}()
 	}
-	return seqs, nil
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return seqs, ctx.Err()
 }
 
-func awaitAck(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
-	select {
-	case ack := <-f.Ok():
-		return ack, nil
-	case err := <-f.Err():
-		return nil, natsErr("fill", err)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// fillOne publishes one event, trying again (same dedup id) when the
+// answer does not come.
+func (l *Ledger) fillOne(ctx context.Context, ev domain.Event) (uint64, error) {
+	subject, err := l.subjects.Event(ev)
+	if err != nil {
+		return 0, err
+	}
+	data, err := ev.Envelope()
+	if err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		msg := nats.NewMsg(subject)
+		msg.Data = data
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(l.name))
+		cancel()
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return 0, natsErr("fill", err)
+		}
 	}
 }
 

@@ -2,8 +2,11 @@
 // run: the raw synced publish rate of an embedded JetStream with the
 // service's settings (the limit), then the service over real HTTP on
 // loopback, then the limit again (machines drift; the mean is used). Every
-// figure is reported with its ratio to the limit, so it carries from one
-// machine to another. "giving bench" runs it.
+// figure is reported with its ratio to the limit, or to the raw operation it
+// stands for, so it carries from one machine to another. The service is
+// measured on two sides: the write path (writepath.go) and the read side
+// at two ledger sizes (readside.go: the feed, webhook dispatch in
+// dispatch.go, replay and memory). "giving bench" runs it.
 package bench
 
 import (
@@ -96,7 +99,8 @@ type Workload struct {
 	P99Ratio float64 `json:"p99_ratio"`
 }
 
-// Run measures the limit, the service's write path, and the limit again.
+// Run measures the limit, the service's write path and read side (or the
+// one Options.Only names), and the limit again.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second

@@ -52,15 +52,15 @@ type receiver struct {
 	got map[string]time.Time
 }
 
-func newReceiver() *receiver {
+func newReceiver() (*receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		panic(fmt.Sprintf("bench receiver: %v", err)) // loopback always listens
+		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
 	rc := &receiver{url: "http://" + ln.Addr().String(), got: map[string]time.Time{}}
 	rc.srv = &http.Server{Handler: http.HandlerFunc(rc.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rc.srv.Serve(ln) }()
-	return rc
+	return rc, nil
 }
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {

@@ -82,8 +82,12 @@ type ReadSize struct {
 // measures the service at each.
 func (r *Report) readSide(ctx context.Context, dir string) error {
 	o := r.opts
-	rs := &readState{r: r, dir: filepath.Join(dir, "read"), run: ksuid.New().String()[:10], hooks: newReceiver()}
-	defer rs.hooks.close()
+	hooks, err := newReceiver()
+	if err != nil {
+		return err
+	}
+	defer hooks.close()
+	rs := &readState{r: r, dir: filepath.Join(dir, "read"), run: ksuid.New().String()[:10], hooks: hooks}
 	if err := rs.setUp(ctx); err != nil {
 		return fmt.Errorf("read side set-up: %w", err)
 	}

@@ -48,7 +48,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			t.Errorf("size %d: %d page errors (%s), %d paced errors (%s)\n%s", i, s.Page.Errors, s.Page.FirstError, s.Dispatch.Paced.Errors, s.Dispatch.Paced.FirstError, progress.String())
 		}
 		for name, v := range map[string]float64{
-			"fill seconds": s.FillSeconds, "fill rate": s.FillRate, "catch-up": s.CatchUpSeconds,
+			"fill seconds": s.FillSeconds, "fill rate": s.FillRate, "catch-up": s.CatchUpSeconds, "catch-up rate": s.CatchUpRate, "start": s.StartSeconds,
 			"pages": float64(s.Page.Requests), "page p50": s.Page.P50, "page p99": s.Page.P99, "page p99 ratio": s.PageP99Ratio,
 			"walk rate": s.WalkRate, "raw rate": s.RawRate, "walk ratio": s.WalkRatio,
 			"burst rate": s.Dispatch.BurstRate, "bare rate": s.Dispatch.BareRate, "dispatch ratio": s.Dispatch.Ratio,
@@ -64,7 +64,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM", "page p99 growth"} {
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM", "page p99 growth"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}

@@ -53,7 +53,10 @@ func (rr *ReadReport) write(w io.Writer) error {
 	f := fmt.Sprintf
 	row("figure", func(s ReadSize) string { return f("%d public events (%d messages)", s.Events, s.Messages) })
 	row("fill (unsynced)", func(s ReadSize) string { return f("%.1f s (%.0f msg/s)", s.FillSeconds, s.FillRate) })
-	row("service start and catch-up", func(s ReadSize) string { return f("%.1f s", s.CatchUpSeconds) })
+	row("projector catch-up", func(s ReadSize) string {
+		return f("%.1f s (%.0f msg/s)", s.CatchUpSeconds, s.CatchUpRate)
+	})
+	row("service start, fan-out caught up", func(s ReadSize) string { return f("%.1f s", s.StartSeconds) })
 	row("page at a random cursor, p50 / p99", func(s ReadSize) string {
 		return f("%.1f / %.1f ms (p99 %.1f× limit's; %d pages, %d errors)", s.Page.P50, s.Page.P99, s.PageP99Ratio, s.Page.Requests, s.Page.Errors)
 	})

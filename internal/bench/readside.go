@@ -362,7 +362,7 @@ func (s *service) caughtUp(ctx context.Context) error {
 	if err := s.st.Projector.CatchUp(ctx); err != nil {
 		return err
 	}
-	return poll(ctx, 10*time.Minute, "the webhook fan-out to catch up", func() (bool, error) {
+	return poll(ctx, 30*time.Minute, "the webhook fan-out to catch up", func() (bool, error) {
 		behind, err := s.st.Dispatcher.FanOutBehind(ctx)
 		return behind == 0, err
 	})

@@ -33,7 +33,7 @@ type Dispatch struct {
 	Ratio       float64 `json:"ratio"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
 	// second: half the burst rate, but at most a quarter of the raw synced
-	// limit (each deposit is two synced appends), so that the appends do
+	// limit, so that the appends (and the deliveries' own synced writes) do
 	// not queue. Its Rate is the appends achieved, its Errors the events
 	// appended and not delivered within 30 s or not appended; PacedSkipped
 	// counts the ticks skipped because 256 appends were already under way.
@@ -195,8 +195,9 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) float64 {
 	return float64(ok.Load()) / time.Since(start).Seconds()
 }
 
-// paced appends the webhook partner's deposits (synced, as the service
-// does) at rate per second for d, and measures from each public event's
+// paced appends the webhook partner's deposit.received events (synced, as
+// the service does; without their internal deposit.credited, which no
+// delivery waits for) at rate per second for d, and measures from each
 // acknowledged append to its receipt. Events not delivered within 30 s of
 // the end count as errors; ticks that find 256 appends under way are
 // skipped and counted.
@@ -232,10 +233,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			credited, err := svc.st.Ledger.Append(ctx, dep[0], "", 0)
-			if err == nil {
-				_, err = svc.st.Ledger.Append(ctx, dep[1], "", credited.Record.Seq)
-			}
+			_, err := svc.st.Ledger.Append(ctx, dep[1], "", 0)
 			at := time.Now()
 			mu.Lock()
 			defer mu.Unlock()

@@ -41,7 +41,7 @@ func (r *Report) writeService(w io.Writer) error {
 
 // write writes the read side: one column per ledger size.
 func (rr *ReadReport) write(w io.Writer) error {
-	fmt.Fprintf(w, "\nRead side, %d partners (a tenth of the events the big partner's):\n\n", rr.Partners)
+	fmt.Fprintf(w, "\nRead side, %d partners (a tenth of the events are the big partner's, whose feed is read):\n\n", rr.Partners)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, cell func(s ReadSize) string) {
 		fmt.Fprint(tw, name)

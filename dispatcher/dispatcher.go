@@ -241,3 +241,10 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// FanOutBehind reports how many ledger events the fan-out has yet to
+// settle, across every instance: 0 once every event so far has its
+// deliveries done or stored.
+func (d *Dispatcher) FanOutBehind(ctx context.Context) (uint64, error) {
+	return d.fanout.Behind(ctx)
+}

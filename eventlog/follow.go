@@ -197,3 +197,14 @@ func (l *Ledger) recordOfMsg(msg jetstream.Msg) (Record, error) {
 	}
 	return l.record(meta.Sequence.Stream, msg.Subject(), meta.Timestamp, msg.Headers(), msg.Data())
 }
+
+// Behind reports how many events this reader has not yet had settled, over
+// every instance: those not handed out yet and those handed out and
+// unsettled.
+func (r *SharedReader) Behind(ctx context.Context) (uint64, error) {
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return 0, natsErr("shared reader info", err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}

@@ -46,6 +46,10 @@ type Config struct {
 	Memory int64
 	// Metrics records appends; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Unsynced runs the embedded server without syncing each write before
+	// acknowledging it. Only giving bench sets it, to fill a ledger fast
+	// (Fill); the service never runs with it.
+	Unsynced bool
 }
 
 // Ledger is an open connection to one environment's ledger.
@@ -193,7 +197,7 @@ func startEmbedded(cfg Config, token string) (*server.Server, error) {
 		ServerName:    "giving-embedded",
 		JetStream:     true,
 		StoreDir:      storeDir,
-		SyncAlways:    true,
+		SyncAlways:    !cfg.Unsynced,
 		NoSigs:        true,
 		NoLog:         true,
 		DontListen:    true,

@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/bench"
 )
 
@@ -21,14 +22,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "how long each measurement runs")
 	fs.IntVar(&o.Clients, "clients", 16, "concurrent clients, and raw publishers")
 	fs.IntVar(&o.Size, "size", 500, "raw limit message size in bytes")
+	fs.StringVar(&o.Only, "only", "", "measure only one side: write or read (default both)")
+	fs.IntVar(&o.Events, "events", 1_000_000, "read side: public events at the large ledger size (the small one is 10000, or a tenth)")
+	fs.IntVar(&o.Partners, "partners", 1000, "read side: partners sharing the events")
+	memory := fs.String("memory", "512MiB", "memory the service may use, as serve's --memory (Go runtime soft limit of the whole bench process, embedded NATS memory store); 0 for no limit")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if o.Duration <= 0 || o.Clients <= 0 || o.Size <= 0 {
-		return usageError{"--duration, --clients and --size must be positive"}
+	if o.Duration <= 0 || o.Clients <= 0 || o.Size <= 0 || o.Events < 10 || o.Partners < 2 {
+		return usageError{"--duration, --clients and --size must be positive, --events at least 10 and --partners at least 2"}
 	}
+	if o.Only != "" && o.Only != "write" && o.Only != "read" {
+		return usageError{"--only must be write or read"}
+	}
+	var err error
+	if o.Memory, err = parseMemory(*memory); err != nil {
+		return err
+	}
+	limitMemory(eventlog.Config{Memory: o.Memory})
 	o.Progress = stderr
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

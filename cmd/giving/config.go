@@ -53,11 +53,20 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 	if err != nil {
 		return eventlog.Config{}, err
 	}
-	memory, err := humanize.ParseBytes(f.memory)
-	if err != nil || (memory != 0 && memory < 64<<20) {
-		return eventlog.Config{}, usageError{"--memory must be a size of at least 64MiB, such as 512MiB or 2GiB, or 0 for no limit"}
+	memory, err := parseMemory(f.memory)
+	if err != nil {
+		return eventlog.Config{}, err
 	}
-	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: int64(memory)}, nil
+	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: memory}, nil
+}
+
+// parseMemory reads a --memory setting.
+func parseMemory(s string) (int64, error) {
+	memory, err := humanize.ParseBytes(s)
+	if err != nil || (memory != 0 && memory < 64<<20) {
+		return 0, usageError{"--memory must be a size of at least 64MiB, such as 512MiB or 2GiB, or 0 for no limit"}
+	}
+	return int64(memory), nil
 }
 
 // limitMemory sets the Go runtime's soft memory limit to the configured

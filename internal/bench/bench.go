@@ -2,8 +2,11 @@
 // run: the raw synced publish rate of an embedded JetStream with the
 // service's settings (the limit), then the service over real HTTP on
 // loopback, then the limit again (machines drift; the mean is used). Every
-// figure is reported with its ratio to the limit, so it carries from one
-// machine to another. "giving bench" runs it.
+// figure is reported with its ratio to the limit, or to the raw operation it
+// stands for, so it carries from one machine to another. The service is
+// measured on two sides: the write path (writepath.go) and the read side
+// at two ledger sizes (readside.go: the feed, webhook dispatch in
+// dispatch.go, replay and memory). "giving bench" runs it.
 package bench
 
 import (
@@ -17,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/httpapi"
@@ -34,6 +38,18 @@ type Options struct {
 	Clients int
 	// Size is the raw limit's message size in bytes.
 	Size int
+	// Only is "write" or "read" to measure one side; empty measures both.
+	Only string
+	// Events is the read side's large ledger size N2 in public events
+	// (default 1,000,000); the small one N1 is 10,000, or a tenth of N2.
+	Events int
+	// Partners share the read side's events (default 1,000).
+	Partners int
+	// Burst is how many webhook deliveries the burst measures (default
+	// 5,000).
+	Burst int
+	// Memory is the service's memory setting (eventlog.Config.Memory).
+	Memory int64
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }
@@ -42,7 +58,8 @@ type Options struct {
 type Report struct {
 	Date    time.Time   `json:"date"`
 	Limit   LimitReport `json:"limit"`
-	Service []Workload  `json:"service"`
+	Service []Workload  `json:"service,omitempty"`
+	Read    *ReadReport `json:"read,omitempty"`
 	Notes   []string    `json:"notes,omitempty"`
 	opts    Options
 }
@@ -82,7 +99,8 @@ type Workload struct {
 	P99Ratio float64 `json:"p99_ratio"`
 }
 
-// Run measures the limit, the service's write path, and the limit again.
+// Run measures the limit, the service's write path and read side (or the
+// one Options.Only names), and the limit again.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
@@ -93,8 +111,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Size <= 0 {
 		o.Size = 500
 	}
+	if o.Events <= 0 {
+		o.Events = 1_000_000
+	}
+	if o.Partners <= 1 {
+		o.Partners = 1000
+	}
+	if o.Burst <= 1 {
+		o.Burst = 5000
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Only != "" && o.Only != "write" && o.Only != "read" {
+		return nil, fmt.Errorf("only %q: must be write or read", o.Only)
 	}
 	dir, err := os.MkdirTemp(o.Dir, "giving-bench-")
 	if err != nil {
@@ -105,8 +135,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if r.Limit.Before, err = r.limit(ctx, dir); err != nil {
 		return nil, err
 	}
-	if err := r.writePath(ctx, dir); err != nil {
-		return nil, err
+	if o.Only != "read" {
+		if err := r.writePath(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	if o.Only != "write" {
+		if err := r.readSide(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	if r.Limit.After, err = r.limit(ctx, dir); err != nil {
 		return nil, err
@@ -117,6 +154,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		w := &r.Service[i]
 		w.Ratio = w.Rate / r.Limit.Rate
 		w.P99Ratio = w.P99 / r.Limit.P99
+	}
+	if r.Read != nil {
+		for i := range r.Read.Sizes {
+			s := &r.Read.Sizes[i]
+			s.PageP99Ratio = s.Page.P99 / r.Limit.P99
+			s.Dispatch.PacedP99Ratio = s.Dispatch.Paced.P99 / r.Limit.P99
+		}
 	}
 	return r, nil
 }
@@ -142,14 +186,16 @@ type service struct {
 	base string
 }
 
-func startService(ctx context.Context, dir string) (*service, error) {
+// startService starts an instance on dir with the memory setting.
+func startService(ctx context.Context, dir string, memory int64) (*service, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
 	st, err := stack.Open(ctx, stack.Config{
-		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir},
+		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir, Memory: memory},
+		Webhooks:  dispatcher.Config{Concurrency: hookConcurrency},
 		PublicURL: base,
 		// The limiter is measured, not the budget: no request is refused.
 		RateLimit: httpapi.RateLimit{PerSecond: 1_000_000, Burst: 1_000_000},

@@ -11,6 +11,18 @@ import (
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "Raw synced publish (the limit): %d publishers, %d B: before %.0f msg/s (p99 %.1f ms), after %.0f msg/s (p99 %.1f ms); mean %.0f msg/s, p99 %.1f ms\n\n",
 		r.opts.Clients, r.opts.Size, r.Limit.Before.Rate, r.Limit.Before.P99, r.Limit.After.Rate, r.Limit.After.P99, r.Limit.Rate, r.Limit.P99)
+	if len(r.Service) > 0 {
+		if err := r.writeService(w); err != nil {
+			return err
+		}
+	}
+	if r.Read != nil {
+		return r.Read.write(w)
+	}
+	return nil
+}
+
+func (r *Report) writeService(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tclients\tkeys\treq/s\tp50 ms\tp99 ms\tsynced writes/req\tratio\tp99 ratio\terrors")
 	for _, s := range r.Service {
@@ -22,6 +34,57 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, s := range r.Service {
 		if s.FirstError != "" {
 			fmt.Fprintf(w, "first error of %s (%d keys): %s\n", s.Name, s.Keys, s.FirstError)
+		}
+	}
+	return nil
+}
+
+// write writes the read side: one column per ledger size.
+func (rr *ReadReport) write(w io.Writer) error {
+	fmt.Fprintf(w, "\nRead side, %d partners (a tenth of the events are the big partner's, whose feed is read):\n\n", rr.Partners)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name string, cell func(s ReadSize) string) {
+		fmt.Fprint(tw, name)
+		for _, s := range rr.Sizes {
+			fmt.Fprint(tw, "\t"+cell(s))
+		}
+		fmt.Fprintln(tw)
+	}
+	f := fmt.Sprintf
+	row("figure", func(s ReadSize) string { return f("%d public events (%d messages)", s.Events, s.Messages) })
+	row("fill (unsynced)", func(s ReadSize) string { return f("%.1f s (%.0f msg/s)", s.FillSeconds, s.FillRate) })
+	row("projector catch-up", func(s ReadSize) string {
+		return f("%.1f s (%.0f msg/s)", s.CatchUpSeconds, s.CatchUpRate)
+	})
+	row("service start, fan-out caught up", func(s ReadSize) string { return f("%.1f s", s.StartSeconds) })
+	row("page at a random cursor, p50 / p99", func(s ReadSize) string {
+		return f("%.1f / %.1f ms (p99 %.1f× limit's; %d pages, %d errors)", s.Page.P50, s.Page.P99, s.PageP99Ratio, s.Page.Requests, s.Page.Errors)
+	})
+	row("walk (limit 100) vs raw ordered read", func(s ReadSize) string {
+		return f("%.0f vs %.0f events/s = %.2f× (%d events)", s.WalkRate, s.RawRate, s.WalkRatio, s.WalkEvents)
+	})
+	row("dispatch burst vs bare signed POSTs", func(s ReadSize) string {
+		d := s.Dispatch
+		return f("%.0f vs %.0f/s = %.3f× (%d deliveries, %d at once)", d.BurstRate, d.BareRate, d.Ratio, d.BurstEvents, d.Concurrency)
+	})
+	row("append → delivered, p50 / p99", func(s ReadSize) string {
+		d := s.Dispatch
+		return f("%.1f / %.1f ms at %.0f/s (p99 %.1f× limit's; %d events, %d errors, %d skipped)", d.Paced.P50, d.Paced.P99, d.PacedTarget, d.PacedP99Ratio, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
+	})
+	row("replay vs raw ordered read", func(s ReadSize) string {
+		return f("%.0f vs %.0f events/s = %.2f× (%d events)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents)
+	})
+	row("VmHWM (service and bench, one process)", func(s ReadSize) string { return f("%.0f MiB", s.HWM) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\npage p99 growth from the small to the large size: %.2f×\n", rr.PageP99Growth)
+	for _, s := range rr.Sizes {
+		if s.Page.FirstError != "" {
+			fmt.Fprintf(w, "first page error at %d events: %s\n", s.Events, s.Page.FirstError)
+		}
+		if s.Dispatch.Paced.FirstError != "" {
+			fmt.Fprintf(w, "first paced append error at %d events: %s\n", s.Events, s.Dispatch.Paced.FirstError)
 		}
 	}
 	return nil

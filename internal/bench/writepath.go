@@ -53,7 +53,7 @@ func phone(n int) string {
 // key each, on one fresh instance.
 func (r *Report) writePath(ctx context.Context, dir string) error {
 	r.progress("service: starting a fresh instance")
-	svc, err := startService(ctx, filepath.Join(dir, "service"))
+	svc, err := startService(ctx, filepath.Join(dir, "service"), r.opts.Memory)
 	if err != nil {
 		return fmt.Errorf("service: %w", err)
 	}

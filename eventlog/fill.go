@@ -1,0 +1,130 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// What giving bench needs of the ledger beyond the service's own use: a
+// fast fill of real events, and a raw ordered read to compare the
+// service's reads with.
+
+// fillPublishers is how many publishes a Fill has in flight.
+const fillPublishers = 64
+
+// Fill appends events as fast as the server takes them, for benchmarks:
+// many publishers at once, no expected-sequence condition (every event must
+// start or continue an aggregate nobody else writes), each event's id as
+// its dedup id, so a publish retried after a lost answer stores nothing
+// twice. It returns each event's sequence, in the order of events (the
+// ledger's order may differ). On a ledger opened with Unsynced, nothing is
+// synced per write.
+func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, error) {
+	seqs := make([]uint64, len(events))
+	var next atomic.Int64
+	errs := make(chan error, fillPublishers)
+	var wg sync.WaitGroup
+	for range fillPublishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(events) || ctx.Err() != nil {
+					return
+				}
+				seq, err := l.fillOne(ctx, events[i])
+				if err != nil {
+					errs <- err
+					return
+				}
+				seqs[i] = seq
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return seqs, ctx.Err()
+}
+
+// fillOne publishes one event, trying again (same dedup id) when the
+// answer does not come.
+func (l *Ledger) fillOne(ctx context.Context, ev domain.Event) (uint64, error) {
+	subject, err := l.subjects.Event(ev)
+	if err != nil {
+		return 0, err
+	}
+	data, err := ev.Envelope()
+	if err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		msg := nats.NewMsg(subject)
+		msg.Data = data
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(l.name))
+		cancel()
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return 0, natsErr("fill", err)
+		}
+	}
+}
+
+// RawRead is what a raw ordered read achieved.
+type RawRead struct {
+	Messages int
+	Elapsed  time.Duration
+}
+
+// Rate is messages per second.
+func (r RawRead) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
+
+// ReadRaw reads every stored event matching filter (Subjects.All, Public,
+// ...), oldest first, with an ordered consumer, decoding nothing: the
+// fastest way the server hands the ledger out, which the service's reads
+// are compared with.
+func (l *Ledger) ReadRaw(ctx context.Context, filter string) (RawRead, error) {
+	start := time.Now()
+	last, err := l.LastOf(ctx, filter)
+	if err != nil || last == 0 {
+		return RawRead{Elapsed: time.Since(start)}, err
+	}
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return RawRead{}, natsErr("raw read", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return RawRead{}, natsErr("raw read", err)
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return RawRead{}, natsErr("raw read", err)
+		}
+		n++
+		meta, err := m.Metadata()
+		if err != nil {
+			return RawRead{}, fmt.Errorf("raw read: %w", err)
+		}
+		if meta.Sequence.Stream >= last {
+			return RawRead{Messages: n, Elapsed: time.Since(start)}, nil
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// hookConcurrency is the attempts the dispatcher makes at once to one
+// endpoint in the bench (its default), and the bare loop's concurrency.
+const hookConcurrency = 8
+
+// Dispatch is webhook delivery at one ledger size.
+type Dispatch struct {
+	Concurrency int `json:"concurrency"`
+	// BurstRate is how fast the dispatcher delivered BurstEvents events
+	// that were waiting when the service started, first receipt to last;
+	// BareRate a bare loop of signed POSTs to the same receiver at the same
+	// concurrency.
+	BurstEvents int     `json:"burst_events"`
+	BurstRate   float64 `json:"burst_deliveries_per_second"`
+	BareRate    float64 `json:"bare_posts_per_second"`
+	Ratio       float64 `json:"ratio"`
+	// Paced is append acknowledged → delivered at PacedTarget events per
+	// second: half the burst rate, but at most a quarter of the raw synced
+	// limit, so that the appends (and the deliveries' own synced writes) do
+	// not queue. Its Rate is the appends achieved, its Errors the events
+	// appended and not delivered within 30 s or not appended; PacedSkipped
+	// counts the ticks skipped because 256 appends were already under way.
+	PacedTarget   float64 `json:"paced_target_per_second"`
+	Paced         Measure `json:"paced"`
+	PacedSkipped  int     `json:"paced_skipped"`
+	PacedP99Ratio float64 `json:"paced_p99_ratio"`
+}
+
+// receiver is a webhook receiver on loopback: it notes when each event id
+// first arrived and answers 200.
+type receiver struct {
+	url string
+	srv *http.Server
+	mu  sync.Mutex
+	got map[string]time.Time
+}
+
+func newReceiver() (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("webhook receiver: %w", err)
+	}
+	rc := &receiver{url: "http://" + ln.Addr().String(), got: map[string]time.Time{}}
+	rc.srv = &http.Server{Handler: http.HandlerFunc(rc.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rc.srv.Serve(ln) }()
+	return rc, nil
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	at := time.Now()
+	var env struct {
+		ID string `json:"event_id"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &env)
+	}
+	if err != nil || env.ID == "" || r.Header.Get(domain.WebhookSignatureHeader) == "" {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	rc.mu.Lock()
+	if _, ok := rc.got[env.ID]; !ok {
+		rc.got[env.ID] = at
+	}
+	rc.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// times returns when each of ids arrived, for those that did.
+func (rc *receiver) times(ids map[string]bool) map[string]time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[string]time.Time{}
+	for id := range ids {
+		if at, ok := rc.got[id]; ok {
+			out[id] = at
+		}
+	}
+	return out
+}
+
+func (rc *receiver) close() { _ = rc.srv.Close() }
+
+// dispatchAndReplay stores the webhook partner's burst while the service
+// is stopped, starts it and times the deliveries, then compares them with
+// a bare loop, measures paced latency, and replays.
+func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) error {
+	o := rs.r.opts
+	d := &size.Dispatch
+	d.Concurrency, d.BurstEvents = hookConcurrency, o.Burst
+	ids, err := rs.fillHooks(ctx, o.Burst)
+	if err != nil {
+		return fmt.Errorf("burst fill: %w", err)
+	}
+	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
+	svc, err := startService(ctx, rs.dir, o.Memory)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	var got map[string]time.Time
+	if err := poll(ctx, 10*time.Minute, "the burst's deliveries", func() (bool, error) {
+		got = rs.hooks.times(ids)
+		return len(got) == len(ids), nil
+	}); err != nil {
+		return err
+	}
+	first, last := spread(got)
+	d.BurstRate = float64(len(got)-1) / last.Sub(first).Seconds()
+	if err := svc.caughtUp(ctx); err != nil {
+		return err
+	}
+	d.BareRate = rs.bareLoop(ctx, o.Duration)
+	d.Ratio = d.BurstRate / d.BareRate
+	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f×", d.BurstRate, d.BareRate, d.Ratio)
+
+	d.PacedTarget = max(min(d.BurstRate/2, rs.r.Limit.Before.Rate/4), 1)
+	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
+	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
+		return err
+	}
+	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d ticks skipped)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
+	return rs.replay(ctx, svc, size)
+}
+
+func spread(got map[string]time.Time) (first, last time.Time) {
+	for _, at := range got {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last
+}
+
+// bareLoop posts signed envelopes to the receiver from hookConcurrency
+// loops for d and returns the answered posts per second.
+func (rs *readState) bareLoop(ctx context.Context, d time.Duration) float64 {
+	dep, err := rs.deposit(rs.hook, rs.hookChurch)
+	if err != nil {
+		return 0
+	}
+	template, _ := dep[1].Envelope()
+	secret := []byte(domain.GenerateWebhookSecret())
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
+	var ok, n atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for range hookConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				body := bytes.Replace(template, []byte(dep[1].ID), []byte("bare_"+strconv.FormatInt(n.Add(1), 10)), 1)
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.hooks.url+"/bare", bytes.NewReader(body))
+				if err != nil {
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(domain.WebhookSignatureHeader, domain.Sign(secret, time.Now(), body))
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(ok.Load()) / time.Since(start).Seconds()
+}
+
+// paced appends the webhook partner's deposit.received events (synced, as
+// the service does; without their internal deposit.credited, which no
+// delivery waits for) at rate per second for d, and measures from each
+// acknowledged append to its receipt. Events not delivered within 30 s of
+// the end count as errors; ticks that find 256 appends under way are
+// skipped and counted.
+func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d time.Duration) (Measure, int, error) {
+	var (
+		mu      sync.Mutex
+		acked   = map[string]time.Time{}
+		errs    int
+		skipped int
+		firstE  string
+		wg      sync.WaitGroup
+	)
+	slots := make(chan struct{}, 256)
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	start := time.Now()
+	end := start.Add(d)
+	for now := range tick.C {
+		if now.After(end) || ctx.Err() != nil {
+			break
+		}
+		dep, err := rs.deposit(rs.hook, rs.hookChurch)
+		if err != nil {
+			return Measure{}, 0, err
+		}
+		select {
+		case slots <- struct{}{}:
+		default: // the appends cannot keep the pace: this one is skipped
+			skipped++
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			_, err := svc.st.Ledger.Append(ctx, dep[1], "", 0)
+			at := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs++
+				if firstE == "" {
+					firstE = err.Error()
+				}
+				return
+			}
+			acked[dep[1].ID] = at
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	ids := make(map[string]bool, len(acked))
+	for id := range acked {
+		ids[id] = true
+	}
+	var got map[string]time.Time
+	_ = poll(ctx, 30*time.Second, "the paced deliveries", func() (bool, error) {
+		got = rs.hooks.times(ids)
+		return len(got) == len(ids), nil
+	})
+	lats := make([]time.Duration, 0, len(got))
+	for id, at := range got {
+		lats = append(lats, at.Sub(acked[id]))
+	}
+	m := latencies(lats, elapsed, Measure{Errors: errs + len(ids) - len(got), FirstError: firstE})
+	m.Rate = float64(len(acked)) / elapsed.Seconds()
+	return m, skipped, nil
+}
+
+// replay rebuilds the service's projections as giving replay does, and
+// reads the whole stream raw for comparison.
+func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) error {
+	rs.r.progress("  replay: rebuilding the projections")
+	start := time.Now()
+	last := start
+	err := svc.st.Projector.Rebuild(ctx, func(applied, total uint64) {
+		size.ReplayEvents = applied
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			rs.r.progress("    %d/%d events", applied, total)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	size.ReplayRate = float64(size.ReplayEvents) / time.Since(start).Seconds()
+	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().All())
+	if err != nil {
+		return err
+	}
+	size.RawStreamRate = raw.Rate()
+	size.ReplayRatio = size.ReplayRate / size.RawStreamRate
+	rs.r.progress("    replay %.0f events/s, raw ordered read %.0f events/s: %.2f×", size.ReplayRate, size.RawStreamRate, size.ReplayRatio)
+	return nil
+}

@@ -1,0 +1,515 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/ksuid"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/internal/stack"
+	"github.com/partnergiving/giving/projections"
+)
+
+// The read side, measured at two ledger sizes in one run: a data directory
+// is filled (unsynced, with real deposit events spread over the partners)
+// to the small size, then to the large one, and at each the service is
+// started on it and measured over loopback HTTP: the feed's pages and
+// walk, webhook dispatch, replay and memory.
+
+// ReadReport is the read side at both sizes.
+type ReadReport struct {
+	Partners int        `json:"partners"`
+	Sizes    []ReadSize `json:"sizes"`
+	// PageP99Growth is the random-cursor page p99 at the large size over
+	// the one at the small size.
+	PageP99Growth float64 `json:"page_p99_growth"`
+}
+
+// ReadSize is the read side at one ledger size.
+type ReadSize struct {
+	// Events are the public events in the ledger, Messages every stored
+	// message (each deposit is an internal and a public event).
+	Events   int    `json:"public_events"`
+	Messages uint64 `json:"messages"`
+	// FillSeconds is the unsynced fill up to this size; FillRate its
+	// messages per second. CatchUpSeconds is the service's projector
+	// applying what the fill added; StartSeconds starting the service on
+	// the directory until its webhook fan-out has settled every event.
+	FillSeconds    float64 `json:"fill_seconds"`
+	FillRate       float64 `json:"fill_messages_per_second"`
+	CatchUpSeconds float64 `json:"catch_up_seconds"`
+	CatchUpRate    float64 `json:"catch_up_messages_per_second"`
+	StartSeconds   float64 `json:"start_and_fan_out_seconds"`
+
+	// Page is GET /v1/events?limit=100 at a random cursor of the large
+	// partner, one client; PageP99Ratio its p99 over the raw limit's.
+	Page         Measure `json:"page"`
+	PageP99Ratio float64 `json:"page_p99_ratio"`
+
+	// The walk reads all of the large partner's feed, limit 100, over
+	// HTTP; RawRate is an ordered consumer's read of the same events.
+	WalkEvents int     `json:"walk_events"`
+	WalkRate   float64 `json:"walk_events_per_second"`
+	RawRate    float64 `json:"raw_read_events_per_second"`
+	WalkRatio  float64 `json:"walk_ratio"`
+
+	Dispatch Dispatch `json:"dispatch"`
+
+	// Replay is the projector's rebuild (what giving replay runs), events
+	// per second, against an ordered consumer's raw read of the stream.
+	ReplayEvents  uint64  `json:"replay_events"`
+	ReplayRate    float64 `json:"replay_events_per_second"`
+	RawStreamRate float64 `json:"raw_stream_read_per_second"`
+	ReplayRatio   float64 `json:"replay_ratio"`
+
+	// HWM is the process's peak resident memory (VmHWM, MiB) from the
+	// projector's catch-up at this size to the end of its measurements. The
+	// service runs in the bench's process, so it includes the bench's
+	// clients and receiver.
+	HWM float64 `json:"vm_hwm_mib"`
+}
+
+// readSide fills one data directory to the small and the large size and
+// measures the service at each.
+func (r *Report) readSide(ctx context.Context, dir string) error {
+	o := r.opts
+	hooks, err := newReceiver()
+	if err != nil {
+		return err
+	}
+	defer hooks.close()
+	rs := &readState{r: r, dir: filepath.Join(dir, "read"), run: ksuid.New().String()[:10], hooks: hooks}
+	if err := rs.setUp(ctx); err != nil {
+		return fmt.Errorf("read side set-up: %w", err)
+	}
+	r.Read = &ReadReport{Partners: o.Partners}
+	for _, n := range []int{o.smallEvents(), o.Events} {
+		size, err := rs.measure(ctx, n)
+		if err != nil {
+			return fmt.Errorf("read side at %d events: %w", n, err)
+		}
+		r.Read.Sizes = append(r.Read.Sizes, size)
+	}
+	if small := r.Read.Sizes[0].Page.P99; small > 0 {
+		r.Read.PageP99Growth = r.Read.Sizes[1].Page.P99 / small
+	}
+	return nil
+}
+
+// smallEvents is N1: 10,000 public events, or a tenth of N2 when N2 is
+// not ten times that.
+func (o Options) smallEvents() int {
+	return max(min(10_000, o.Events/10), 1)
+}
+
+// readState is what the read side keeps between its steps.
+type readState struct {
+	r     *Report
+	dir   string
+	run   string // makes the bench's bank traces unique to this run
+	hooks *receiver
+
+	// big is the partner holding a tenth of the public events, with an API
+	// key; bigSeqs are its public events' sequences.
+	big, bigKey string
+	bigChurch   string
+	bigSeqs     []uint64
+	// others are the other partners of the fill, each with a church.
+	others, otherChurches []string
+	// hook is the partner with the webhook endpoint; nothing else writes
+	// its events.
+	hook, hookChurch string
+	deposits         int
+	events           int
+	// projected is the ledger's length when the projector last caught up.
+	projected uint64
+}
+
+// setUp creates the partners with keys and the webhook endpoint through a
+// running service, then the fill's other partners.
+func (rs *readState) setUp(ctx context.Context) error {
+	rs.r.progress("read side: partners and a webhook endpoint")
+	svc, err := startService(ctx, rs.dir, rs.r.opts.Memory)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	var key domain.NewKey
+	if rs.big, key, err = svc.st.Operators.CreatePartner(ctx, "Bench feed partner", nil); err != nil {
+		return err
+	}
+	rs.bigKey = key.Secret
+	if rs.hook, _, err = svc.st.Operators.CreatePartner(ctx, "Bench webhook partner", nil); err != nil {
+		return err
+	}
+	if err := svc.st.Projector.CatchUp(ctx); err != nil {
+		return err
+	}
+	if _, err := svc.st.App.CreateEndpoint(ctx, rs.hook, rs.hooks.url+"/hook", []string{"deposit.received"}); err != nil {
+		return err
+	}
+	rs.bigChurch, rs.hookChurch = domain.NewID(domain.PrefixChurch), domain.NewID(domain.PrefixChurch)
+	var created []domain.Event
+	for i := range max(rs.r.opts.Partners-1, 1) {
+		id := domain.NewID(domain.PrefixPartner)
+		var p domain.Partner
+		ev, err := domain.CreatePartner(&p, id, fmt.Sprintf("Bench partner %d", i), domain.Sandbox, nil, time.Now())
+		if err != nil {
+			return err
+		}
+		created = append(created, ev)
+		rs.others = append(rs.others, id)
+		rs.otherChurches = append(rs.otherChurches, domain.NewID(domain.PrefixChurch))
+	}
+	_, err = svc.st.Ledger.Fill(ctx, created)
+	return err
+}
+
+// deposit is one bank credit as the service records it: the internal
+// deposit.credited event and the public deposit.received.
+func (rs *readState) deposit(partner, church string) ([2]domain.Event, error) {
+	rs.deposits++
+	now := time.Now()
+	var d domain.Deposit
+	credited, err := domain.CreditDeposit(&d, domain.Credit{
+		PartnerID: partner, ChurchID: church, Trace: "bench-" + rs.run + "-" + strconv.Itoa(rs.deposits),
+		AccountRef: "acct_bench", Amount: domain.Hundredths(100 + rs.deposits%100_000), BankTS: now,
+	}, now)
+	if err != nil {
+		return [2]domain.Event{}, err
+	}
+	d.Apply(*credited)
+	return [2]domain.Event{*credited, *domain.AnnounceDeposit(&d, partner, now)}, nil
+}
+
+// fill appends deposits up to n public events, a tenth of them the big
+// partner's and the rest spread evenly over the others, on a ledger
+// opened unsynced; the service is not running.
+func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, error) {
+	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory, Unsynced: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	start := time.Now()
+	const chunk = 5000
+	last := time.Now()
+	for rs.events < n {
+		batch := make([]domain.Event, 0, 2*chunk)
+		big := make([]int, 0, chunk/10+1)
+		for i := 0; i < chunk && rs.events < n; i++ {
+			partner, church := rs.big, rs.bigChurch
+			if rs.events%10 != 0 {
+				k := rs.events % len(rs.others)
+				partner, church = rs.others[k], rs.otherChurches[k]
+			}
+			dep, err := rs.deposit(partner, church)
+			if err != nil {
+				return 0, 0, err
+			}
+			if partner == rs.big {
+				big = append(big, len(batch)+1)
+			}
+			batch = append(batch, dep[0], dep[1])
+			rs.events++
+		}
+		seqs, err := l.Fill(ctx, batch)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, i := range big {
+			rs.bigSeqs = append(rs.bigSeqs, seqs[i])
+		}
+		slices.Sort(rs.bigSeqs) // concurrent publishes store out of order
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			rs.r.progress("  filled %d/%d public events (%.0f messages/s)", rs.events, n, float64(2*rs.events)/time.Since(start).Seconds())
+		}
+	}
+	elapsed := time.Since(start)
+	msgs, err := l.LastSeq(ctx)
+	return elapsed, msgs, err
+}
+
+// fillHooks appends n deposits of the webhook partner, unsynced, while the
+// service is stopped, and returns their public events' ids.
+func (rs *readState) fillHooks(ctx context.Context, n int) (map[string]bool, error) {
+	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory, Unsynced: true})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	ids := map[string]bool{}
+	var batch []domain.Event
+	for range n {
+		dep, err := rs.deposit(rs.hook, rs.hookChurch)
+		if err != nil {
+			return nil, err
+		}
+		ids[dep[1].ID] = true
+		batch = append(batch, dep[0], dep[1])
+	}
+	_, err = l.Fill(ctx, batch)
+	return ids, err
+}
+
+// measure fills to n public events and measures the service there.
+func (rs *readState) measure(ctx context.Context, n int) (ReadSize, error) {
+	o := rs.r.opts
+	rs.r.progress("read side: filling to %d public events over %d partners (unsynced)", n, o.Partners)
+	fillTime, msgs, err := rs.fill(ctx, n)
+	if err != nil {
+		return ReadSize{}, fmt.Errorf("fill: %w", err)
+	}
+	size := ReadSize{Events: n, Messages: msgs, FillSeconds: fillTime.Seconds()}
+	if fillTime > 0 {
+		size.FillRate = float64(msgs) / fillTime.Seconds()
+	}
+	rs.r.progress("  %d messages in %.1f s; the service's projector catches up", msgs, size.FillSeconds)
+	resetHWM()
+	start := time.Now()
+	if err := rs.project(ctx); err != nil {
+		return size, err
+	}
+	size.CatchUpSeconds = time.Since(start).Seconds()
+	size.CatchUpRate = float64(msgs-rs.projected) / size.CatchUpSeconds
+	rs.projected = msgs
+	rs.r.progress("  caught up in %.1f s; starting the service", size.CatchUpSeconds)
+	start = time.Now()
+	svc, err := startService(ctx, rs.dir, o.Memory)
+	if err != nil {
+		return size, err
+	}
+	if err := svc.caughtUp(ctx); err != nil {
+		svc.close()
+		return size, err
+	}
+	size.StartSeconds = time.Since(start).Seconds()
+	rs.r.progress("  started, webhook fan-out caught up, in %.1f s", size.StartSeconds)
+	err = rs.feed(ctx, svc, &size)
+	svc.close()
+	if err != nil {
+		return size, err
+	}
+	if err := rs.dispatchAndReplay(ctx, &size); err != nil {
+		return size, err
+	}
+	size.HWM = readHWM()
+	rs.r.progress("  VmHWM %.0f MiB", size.HWM)
+	return size, nil
+}
+
+// project runs the service's projector (the one a serving instance runs,
+// projections.Projector.Run) on the filled directory until it has applied
+// the whole ledger. It runs outside the service because a service start
+// waits at most 5 minutes for its projections, less than a million events
+// take on a small machine.
+func (rs *readState) project(ctx context.Context) error {
+	cfg := eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory}
+	l, err := eventlog.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, err := projections.Open(stack.ProjectionsPath(cfg))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	p := projections.NewProjector(store, l, zerolog.Nop())
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(runCtx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	return poll(ctx, time.Hour, "the projector to catch up", func() (bool, error) {
+		applied := store.Applied()
+		if time.Since(start) > 10*time.Second {
+			start = time.Now()
+			rs.r.progress("    projected %d/%d messages", applied, last)
+		}
+		return applied >= last, nil
+	})
+}
+
+// caughtUp waits until the projections hold the whole ledger and the
+// webhook fan-out has settled every event.
+func (s *service) caughtUp(ctx context.Context) error {
+	if err := s.st.Projector.CatchUp(ctx); err != nil {
+		return err
+	}
+	return poll(ctx, 30*time.Minute, "the webhook fan-out to catch up", func() (bool, error) {
+		behind, err := s.st.Dispatcher.FanOutBehind(ctx)
+		return behind == 0, err
+	})
+}
+
+// poll checks cond every 20 ms until it holds, fails, or limit passes.
+func poll(ctx context.Context, limit time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gave up waiting for %s after %s", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// feed measures random-cursor pages and the whole walk of the big
+// partner's feed, and the raw read of the same events.
+func (rs *readState) feed(ctx context.Context, svc *service, size *ReadSize) error {
+	o := rs.r.opts
+	client := &http.Client{Timeout: 30 * time.Second}
+	cursors := domain.NewCursors(svc.st.Secrets.Key("cursor"))
+	rs.r.progress("  feed: 100-event pages at random cursors, 1 client, %s", o.Duration)
+	var lats []time.Duration
+	end := time.Now().Add(o.Duration)
+	start := time.Now()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		i := rand.IntN(max(len(rs.bigSeqs)-100, 1))
+		cur := cursors.EncodeSeq(domain.CursorEvents, rs.big, rs.bigSeqs[i])
+		at := time.Now()
+		page, err := svc.page(ctx, client, rs.bigKey, cur)
+		lats = append(lats, time.Since(at))
+		if err != nil || len(page.Data) == 0 {
+			size.Page.Errors++
+			if size.Page.FirstError == "" {
+				size.Page.FirstError = fmt.Sprintf("%v (%d events)", err, len(page.Data))
+			}
+		}
+	}
+	size.Page = latencies(lats, time.Since(start), size.Page)
+	rs.r.progress("    p50 %.1f ms, p99 %.1f ms (%d pages, %d errors)", size.Page.P50, size.Page.P99, size.Page.Requests, size.Page.Errors)
+
+	rs.r.progress("  feed: walking the big partner's %d events, limit 100", len(rs.bigSeqs))
+	start = time.Now()
+	cur := ""
+	for {
+		page, err := svc.page(ctx, client, rs.bigKey, cur)
+		if err != nil {
+			return fmt.Errorf("walk: %w", err)
+		}
+		size.WalkEvents += len(page.Data)
+		if !page.HasMore || page.NextCursor == nil {
+			break
+		}
+		cur = *page.NextCursor
+	}
+	walk := time.Since(start)
+	if size.WalkEvents != len(rs.bigSeqs) {
+		return fmt.Errorf("walk: read %d events of the big partner's %d", size.WalkEvents, len(rs.bigSeqs))
+	}
+	size.WalkRate = float64(size.WalkEvents) / walk.Seconds()
+	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().Public(rs.big, ""))
+	if err != nil {
+		return err
+	}
+	if raw.Messages != size.WalkEvents {
+		return fmt.Errorf("raw read: %d events of the big partner's %d", raw.Messages, size.WalkEvents)
+	}
+	size.RawRate = raw.Rate()
+	size.WalkRatio = size.WalkRate / size.RawRate
+	rs.r.progress("    walk %.0f events/s, raw ordered read %.0f events/s: %.2f×", size.WalkRate, size.RawRate, size.WalkRatio)
+	return nil
+}
+
+// feedPage is a feed answer.
+type feedPage struct {
+	Data       []json.RawMessage `json:"data"`
+	NextCursor *string           `json:"next_cursor"`
+	HasMore    bool              `json:"has_more"`
+}
+
+// page reads one 100-event page of the feed after cursor ("" for the
+// first).
+func (s *service) page(ctx context.Context, client *http.Client, key, cursor string) (feedPage, error) {
+	u := s.base + "/v1/events?limit=100"
+	if cursor != "" {
+		u += "&since_cursor=" + url.QueryEscape(cursor)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return feedPage{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return feedPage{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return feedPage{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return feedPage{}, fmt.Errorf("GET /v1/events answered %d: %.200s", resp.StatusCode, body)
+	}
+	var p feedPage
+	err = json.Unmarshal(body, &p)
+	return p, err
+}
+
+// latencies fills m's count, rate and percentiles from lats.
+func latencies(lats []time.Duration, elapsed time.Duration, m Measure) Measure {
+	slices.Sort(lats)
+	m.Requests = len(lats)
+	if elapsed > 0 {
+		m.Rate = float64(len(lats)) / elapsed.Seconds()
+	}
+	if len(lats) > 0 {
+		m.P50, m.P99 = ms(lats[len(lats)/2]), ms(lats[len(lats)*99/100])
+	}
+	return m
+}
+
+// resetHWM resets the process's peak resident memory (Linux), so VmHWM
+// tells one size's peak.
+func resetHWM() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// readHWM is the process's peak resident memory in MiB, 0 where
+// /proc/self/status does not tell.
+func readHWM() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The read side at tiny sizes gives every figure, at both sizes, and the
+// table shows them. Not a timed test: only that each was measured.
+func TestReadSideReportsEveryFigure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills two ledgers and starts the service four times")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	r, err := Run(ctx, Options{
+		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50,
+		Duration: 300 * time.Millisecond, Clients: 2, Size: 100, Memory: 256 << 20, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if len(r.Service) != 0 {
+		t.Errorf("--only read measured the write path too: %+v", r.Service)
+	}
+	if r.Read == nil || len(r.Read.Sizes) != 2 {
+		t.Fatalf("read side: %+v", r.Read)
+	}
+	positive := func(name string, v float64) {
+		t.Helper()
+		if !(v > 0) {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+	positive("limit rate", r.Limit.Rate)
+	positive("limit p99", r.Limit.P99)
+	positive("page p99 growth", r.Read.PageP99Growth)
+	for i, want := range []int{200, 2000} {
+		s := r.Read.Sizes[i]
+		if s.Events != want || s.WalkEvents != want/10 || s.Messages < uint64(2*want) {
+			t.Errorf("size %d: %d public events (%d messages), walked %d; want %d, a tenth walked", i, s.Events, s.Messages, s.WalkEvents, want)
+		}
+		if s.Page.Errors != 0 || s.Dispatch.Paced.Errors != 0 {
+			t.Errorf("size %d: %d page errors (%s), %d paced errors (%s)\n%s", i, s.Page.Errors, s.Page.FirstError, s.Dispatch.Paced.Errors, s.Dispatch.Paced.FirstError, progress.String())
+		}
+		for name, v := range map[string]float64{
+			"fill seconds": s.FillSeconds, "fill rate": s.FillRate, "catch-up": s.CatchUpSeconds, "catch-up rate": s.CatchUpRate, "start": s.StartSeconds,
+			"pages": float64(s.Page.Requests), "page p50": s.Page.P50, "page p99": s.Page.P99, "page p99 ratio": s.PageP99Ratio,
+			"walk rate": s.WalkRate, "raw rate": s.RawRate, "walk ratio": s.WalkRatio,
+			"burst rate": s.Dispatch.BurstRate, "bare rate": s.Dispatch.BareRate, "dispatch ratio": s.Dispatch.Ratio,
+			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
+			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
+			"replay events": float64(s.ReplayEvents), "replay rate": s.ReplayRate, "raw stream rate": s.RawStreamRate, "replay ratio": s.ReplayRatio,
+			"VmHWM": s.HWM,
+		} {
+			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
+		}
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM", "page p99 growth"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, table.String())
+		}
+	}
+}

@@ -47,34 +47,34 @@ func init() {
 	// count as changes of the set, so the dispatcher looks again.
 	for _, typ := range []string{"webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled"} {
 		on(typ, func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
-			if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
-				return err
-			}
-			b := tx.Bucket(bucketEndpoints)
-			key := endpointKey(ev.PartnerID, ev.AggregateID)
-			var ep WebhookEndpoint
-			if ok, err := getJSON(b, key, &ep); err != nil || !ok {
+			ep, ok, err := changeEndpoint(tx, rec, ev)
+			if err != nil || !ok {
 				return err
 			}
 			ep.Apply(ev)
-			return putJSON(b, key, ep)
+			return putJSON(tx.Bucket(bucketEndpoints), endpointKey(ev.PartnerID, ev.AggregateID), ep)
 		})
 	}
 	on("webhook_endpoint.deleted", func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
-		if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
-			return err
-		}
-		b := tx.Bucket(bucketEndpoints)
-		key := endpointKey(ev.PartnerID, ev.AggregateID)
-		var ep WebhookEndpoint
-		if ok, err := getJSON(b, key, &ep); err != nil || !ok {
+		ep, ok, err := changeEndpoint(tx, rec, ev)
+		if err != nil || !ok {
 			return err
 		}
 		if err := tx.Bucket(bucketEndpointOrder).Delete(orderKey(ev.PartnerID, u64(ep.Seq))); err != nil {
 			return err
 		}
-		return b.Delete(key)
+		return tx.Bucket(bucketEndpoints).Delete(endpointKey(ev.PartnerID, ev.AggregateID))
 	})
+}
+
+// changeEndpoint marks the set of endpoints changed at rec and loads the
+// endpoint ev is about (ok is false if it is gone).
+func changeEndpoint(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) (ep WebhookEndpoint, ok bool, err error) {
+	if err := tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq)); err != nil {
+		return ep, false, err
+	}
+	ok, err = getJSON(tx.Bucket(bucketEndpoints), endpointKey(ev.PartnerID, ev.AggregateID), &ep)
+	return ep, ok, err
 }
 
 // WebhookEndpoint returns one of the partner's endpoints. Another partner's

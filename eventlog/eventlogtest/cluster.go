@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -137,15 +136,8 @@ func LaunchCluster(tb testing.TB, confDir string) *Cluster {
 // one.
 func (c *Cluster) waitPlacement(tb testing.TB, replicas int) {
 	tb.Helper()
-	nc, err := nats.Connect(c.URL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	js, closeJS := connectJS(tb, c.URL())
+	defer closeJS()
 	WaitFor(tb, 60*time.Second, fmt.Sprintf("the cluster to place a %d-replica stream", replicas), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

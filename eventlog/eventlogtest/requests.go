@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 )
@@ -18,15 +15,8 @@ import (
 // the key then finds no record and must recall its effect from the ledger.
 func LoseKeyRecord(tb testing.TB, natsURL string, env domain.Environment, partner, key string) {
 	tb.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	js, closeJS := connectJS(tb, natsURL)
+	defer closeJS()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	bucket, name := eventlog.KeyRecord(env, partner, key)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ServerOption adjusts a server that StartServer runs.
@@ -66,6 +67,22 @@ func Connect(url string) error {
 	}
 	nc.Close()
 	return nil
+}
+
+// connectJS connects to the server(s) at url for a test's direct look at
+// JetStream; the returned function closes the connection.
+func connectJS(tb testing.TB, url string) (jetstream.JetStream, func()) {
+	tb.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		tb.Fatal(err)
+	}
+	return js, nc.Close
 }
 
 // freePorts returns n loopback ports that were free a moment ago.

@@ -50,6 +50,10 @@ type Options struct {
 	Burst int
 	// Memory is the service's memory setting (eventlog.Config.Memory).
 	Memory int64
+	// HeapProfile, when set, is where the read side writes a heap profile
+	// at each ledger size (suffixed with the size), taken while the
+	// service serves that ledger: what fills the memory, by allocation site.
+	HeapProfile string
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }

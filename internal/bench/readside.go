@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -301,6 +303,9 @@ func (rs *readState) measure(ctx context.Context, n int) (ReadSize, error) {
 	size.StartSeconds = time.Since(start).Seconds()
 	rs.r.progress("  started, webhook fan-out caught up, in %.1f s", size.StartSeconds)
 	err = rs.feed(ctx, svc, &size)
+	if err == nil && o.HeapProfile != "" {
+		err = writeHeapProfile(fmt.Sprintf("%s.%d", o.HeapProfile, n))
+	}
 	svc.close()
 	if err != nil {
 		return size, err
@@ -512,4 +517,18 @@ func readHWM() float64 {
 		}
 	}
 	return 0
+}
+
+// writeHeapProfile writes the live heap, after a collection, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

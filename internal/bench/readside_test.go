@@ -2,7 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +21,11 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
+	heap := filepath.Join(t.TempDir(), "heap")
 	r, err := Run(ctx, Options{
 		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50,
 		Duration: 300 * time.Millisecond, Clients: 2, Size: 100, Memory: 256 << 20, Progress: &progress,
+		HeapProfile: heap,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
@@ -60,6 +66,17 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
 		}
 	}
+	for _, n := range []string{"200", "2000"} {
+		// A profile is a gzipped protocol buffer (what go tool pprof reads).
+		zr, err := gzip.NewReader(mustOpen(t, heap+"."+n))
+		if err != nil {
+			t.Errorf("heap profile at %s events: %v", n, err)
+			continue
+		}
+		if body, err := io.ReadAll(zr); err != nil || len(body) == 0 {
+			t.Errorf("heap profile at %s events: %d bytes, %v", n, len(body), err)
+		}
+	}
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -69,4 +86,14 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
 	}
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/dustin/go-humanize"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -37,7 +38,7 @@ func (f *ledgerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "external NATS server or cluster; empty runs NATS embedded")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and buckets on an external cluster")
 	fs.StringVar(&f.masterKey, "master-key", "", "master key (64 hex chars); empty keeps a generated one in the data directory")
-	fs.StringVar(&f.memory, "memory", "512MiB", "memory the process may use (Go runtime soft limit, embedded NATS memory store); 0 for no limit")
+	fs.StringVar(&f.memory, "memory", "auto", "memory the process may use (Go runtime soft limit, embedded NATS memory store): a size such as 2GiB, auto for half of what the machine or its cgroup gives the process, or 0 for no limit")
 }
 
 func (f *ledgerFlags) environment() (domain.Environment, error) {
@@ -60,18 +61,34 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: memory}, nil
 }
 
-// parseMemory reads a --memory setting.
+// parseMemory reads a --memory setting. "auto" is half of the memory the
+// cgroup (or, without one, the machine) gives the process, at least 512MiB:
+// a soft limit is the point where the collector starts working harder, and
+// one below what the ledger's indexes need keeps it collecting without
+// pause (BENCHMARKS.md, the read side at 1M events), so the default leaves
+// room and a smaller machine still gets a bound.
 func parseMemory(s string) (int64, error) {
+	if s == "auto" {
+		total, err := memlimit.ApplyFallback(memlimit.FromCgroup, memlimit.FromSystem)()
+		if err != nil {
+			return minAutoMemory, nil
+		}
+		return max(int64(total/2), minAutoMemory), nil
+	}
 	memory, err := humanize.ParseBytes(s)
 	if err != nil || (memory != 0 && memory < 64<<20) {
-		return 0, usageError{"--memory must be a size of at least 64MiB, such as 512MiB or 2GiB, or 0 for no limit"}
+		return 0, usageError{"--memory must be a size of at least 64MiB, such as 512MiB or 2GiB, auto, or 0 for no limit"}
 	}
 	return int64(memory), nil
 }
 
+// minAutoMemory is the least --memory auto chooses.
+const minAutoMemory = 512 << 20
+
 // limitMemory sets the Go runtime's soft memory limit to the configured
-// memory: the garbage collector works harder as the process nears it, so
-// memory is bounded by the setting, not by the ledger's length.
+// memory: the garbage collector works harder as the process nears it. It
+// cannot hold the process below what it keeps live, which grows with the
+// number of the ledger's subjects (the embedded server's indexes).
 func limitMemory(cfg eventlog.Config) {
 	if cfg.Memory > 0 {
 		debug.SetMemoryLimit(cfg.Memory)

@@ -80,8 +80,22 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{}, err
 		}
 		ev, err := cmd.Decide(ctx, h)
-		if err != nil || ev == nil {
+		if err != nil {
 			return Outcome{}, err
+		}
+		if ev == nil {
+			// Nothing to append, so no conditional append can tell a stale
+			// history from a current one; on a cluster the history may have
+			// come from a lagging replica. Decide again unless the leader
+			// agrees the history was whole.
+			fresh, err := l.historyCurrent(ctx, cmd, h)
+			if err != nil || fresh {
+				return Outcome{}, err
+			}
+			if err := l.retryAfterStale(ctx, cmd, attempt); err != nil {
+				return Outcome{}, err
+			}
+			continue
 		}
 		app, err := l.append(ctx, *ev, cmd.MsgID, h.Last, cmd.Request)
 		if err == nil {
@@ -98,6 +112,29 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
+}
+
+// retryAfterStale waits before reloading a history the leader says was
+// stale, or gives up (retry later) once the replicas stayed behind for
+// every attempt.
+func (l *Ledger) retryAfterStale(ctx context.Context, cmd Command, attempt int) error {
+	if attempt == maxAttempts {
+		return fmt.Errorf("command %s/%s: %w: the history read stayed behind the stream's leader", cmd.Partner, cmd.Aggregate, domain.ErrUnavailable)
+	}
+	return backoff(ctx, attempt)
+}
+
+// historyCurrent reports whether h holds the aggregate's newest event. On
+// one server every read is current; on a cluster the stream's leader says.
+func (l *Ledger) historyCurrent(ctx context.Context, cmd Command, h History) (bool, error) {
+	if l.cfg.Replicas <= 1 {
+		return true, nil
+	}
+	last, err := l.leaderLastOf(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
+	if err != nil {
+		return false, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
+	}
+	return last <= h.Last, nil
 }
 
 func (l *Ledger) history(ctx context.Context, cmd Command) (History, error) {

@@ -210,6 +210,48 @@ func (l *Ledger) LastOf(ctx context.Context, filter string) (uint64, error) {
 	return recs[0].Seq, nil
 }
 
+// leaderLastOf is LastOf answered by the stream's leader. A direct get may
+// be answered by any replica, and a replica can lag behind the leader (for a
+// moment after a node restarts or the leadership moves); the leader knows
+// every acknowledged write.
+func (l *Ledger) leaderLastOf(ctx context.Context, filter string) (uint64, error) {
+	body, err := json.Marshal(directGetRequest{LastFor: filter})
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.name, body)
+	if err != nil {
+		return 0, natsErr("last of "+filter, err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("last of %s: %w", filter, err)
+	}
+	switch {
+	case resp.Error == nil:
+		return resp.Message.Seq, nil
+	case resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return 0, nil
+	}
+	// No leader (an election under way) or another refusal: the caller
+	// cannot know the aggregate's state now, so it retries later.
+	return 0, fmt.Errorf("last of %s: %w: %s (%d)", filter, domain.ErrUnavailable, resp.Error.Description, resp.Error.ErrCode)
+}
+
 func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {
 	msgs, pending, err := l.directMsgs(ctx, l.name, req)
 	if err != nil {

@@ -127,19 +127,11 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 // creditedAt is the bank timestamp the partner's deposit with trace was
 // credited with, read from the ledger, or "" when it was not credited.
 func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string, error) {
-	recs, _, err := s.ledger.Read(ctx, s.ledger.Subjects().Aggregate(partner, domain.DepositIDForTrace(trace)), 0, 16)
+	h, err := s.ledger.History(ctx, partner, domain.DepositIDForTrace(trace))
 	if err != nil {
 		return "", err
 	}
-	events := make([]domain.Event, 0, len(recs))
-	for _, r := range recs {
-		ev, err := r.Event()
-		if err != nil {
-			return "", err
-		}
-		events = append(events, ev)
-	}
-	if dep := domain.Fold[domain.Deposit](events); dep.Credited {
+	if dep := domain.Fold[domain.Deposit](h.Events); dep.Credited {
 		return dep.Credit.BankTS, nil
 	}
 	return "", nil

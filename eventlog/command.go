@@ -92,7 +92,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			if err != nil || fresh {
 				return Outcome{}, err
 			}
-			if err := l.retryAfterStale(ctx, cmd, attempt); err != nil {
+			if err := again(ctx, attempt, fmt.Errorf("command %s/%s: the history read stayed behind the stream's leader", cmd.Partner, cmd.Aggregate)); err != nil {
 				return Outcome{}, err
 			}
 			continue
@@ -104,24 +104,27 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		if !errors.Is(err, ErrConflict) {
 			return Outcome{}, err
 		}
-		if attempt == maxAttempts {
-			// Kept losing the race for the aggregate: retry later.
-			return Outcome{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
-		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := again(ctx, attempt, err); err != nil {
 			return Outcome{}, err
 		}
 	}
 }
 
-// retryAfterStale waits before reloading a history the leader says was
-// stale, or gives up (retry later) once the replicas stayed behind for
-// every attempt.
-func (l *Ledger) retryAfterStale(ctx context.Context, cmd Command, attempt int) error {
+// again waits before the next attempt to load and decide, or, once every
+// attempt was spent (losing the race for the aggregate, or reading a
+// history behind the leader's), gives up with cause as unavailable: retry
+// later.
+func again(ctx context.Context, attempt int, cause error) error {
 	if attempt == maxAttempts {
-		return fmt.Errorf("command %s/%s: %w: the history read stayed behind the stream's leader", cmd.Partner, cmd.Aggregate, domain.ErrUnavailable)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, cause)
 	}
 	return backoff(ctx, attempt)
+}
+
+// History loads an aggregate's events, as a command sees them before
+// deciding.
+func (l *Ledger) History(ctx context.Context, partner, aggregate string) (History, error) {
+	return l.history(ctx, Command{Partner: partner, Aggregate: aggregate})
 }
 
 // historyCurrent reports whether h holds the aggregate's newest event. On

@@ -229,11 +229,7 @@ func (l *Ledger) leaderLastOf(ctx context.Context, filter string) (uint64, error
 		return 0, natsErr("last of "+filter, err)
 	}
 	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
+		Error   *jetstream.APIError `json:"error"`
 		Message struct {
 			Seq uint64 `json:"seq"`
 		} `json:"message"`
@@ -244,12 +240,12 @@ func (l *Ledger) leaderLastOf(ctx context.Context, filter string) (uint64, error
 	switch {
 	case resp.Error == nil:
 		return resp.Message.Seq, nil
-	case resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+	case resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
 		return 0, nil
 	}
 	// No leader (an election under way) or another refusal: the caller
 	// cannot know the aggregate's state now, so it retries later.
-	return 0, fmt.Errorf("last of %s: %w: %s (%d)", filter, domain.ErrUnavailable, resp.Error.Description, resp.Error.ErrCode)
+	return 0, fmt.Errorf("last of %s: %w: %w", filter, domain.ErrUnavailable, resp.Error)
 }
 
 func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {

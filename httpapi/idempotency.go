@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -70,9 +71,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		begin, err := s.app.BeginRequest(r.Context(), partnerID(r), key[0], fp)
 		if err != nil {
 			// Without a trustworthy claim the request must not run.
-			logger(r.Context()).Error().Err(err).Msg("idempotency begin failed")
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, r, domain.ProblemUnavailable, "", nil)
+			writeError(w, r, fmt.Errorf("%w: idempotency begin: %w", domain.ErrUnavailable, err))
 			return
 		}
 		switch {

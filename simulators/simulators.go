@@ -129,8 +129,8 @@ type Deposit struct {
 	// Amount is passed to the bank webhook as given, so the edge's own
 	// checks decide whether it is acceptable.
 	Amount json.RawMessage
-	// Trace is the bank's trace id; empty derives one from Request, or
-	// makes a new one without it.
+	// Trace is the bank's trace id; empty makes a new one (the caller
+	// derives it from Request, see DerivedTrace, when there is one).
 	Trace string
 	// Request, when set, names the partner request the simulation runs for
 	// (the same on every retry of it): the trace (unless given) and the
@@ -153,9 +153,6 @@ func (s *Simulator) Deposit(ctx context.Context, d Deposit) (DepositResult, erro
 	var id string
 	if d.Request != "" {
 		id = "sim_" + derived("bank-event", d.Request)
-		if d.Trace == "" {
-			d.Trace = DerivedTrace(d.Request)
-		}
 	}
 	if d.Trace == "" {
 		d.Trace = "trc_" + ksuid.New().String()

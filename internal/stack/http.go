@@ -33,14 +33,10 @@ type Timeouts struct {
 var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
 
 // Check refuses timeouts that are not positive, or a write timeout that
-// would cut off a long poll or a POST still within its lease on its key
-// (0 means eventlog.DefaultLease).
+// would cut off a long poll or a POST still within its lease on its key.
 func (t Timeouts) Check(lease time.Duration) error {
 	if t.ReadHeader <= 0 || t.Read <= 0 || t.Write <= 0 || t.Idle <= 0 {
 		return fmt.Errorf("every HTTP timeout must be positive")
-	}
-	if lease <= 0 {
-		lease = eventlog.DefaultLease
 	}
 	if need := max(httpapi.LongestWait, lease+eventlog.DefaultSettle); t.Write <= need {
 		return fmt.Errorf("the HTTP write timeout (%s) must exceed %s: the feed's longest wait (%s) and a request's lease on its Idempotency-Key plus the time to store its answer (%s + %s)",

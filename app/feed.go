@@ -57,7 +57,7 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 		defer t.Stop()
 		timeout = t.C
 	}
-	if err := s.checkFeedPosition(ctx, q.After); err != nil {
+	if _, err := s.checkFeedPosition(ctx, q.After); err != nil {
 		return FeedPage{}, err
 	}
 	for {
@@ -94,16 +94,17 @@ func (s *Service) ReadFeed(ctx context.Context, partner string, q FeedQuery) (Fe
 }
 
 // checkFeedPosition refuses a position past the end of the ledger, and
-// waits until the projections hold everything the ledger holds now.
-func (s *Service) checkFeedPosition(ctx context.Context, after uint64) error {
+// waits until the projections hold everything the ledger holds now, which
+// it returns.
+func (s *Service) checkFeedPosition(ctx context.Context, after uint64) (uint64, error) {
 	last, err := s.ledger.LastSeq(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if after > last {
-		return ErrFeedPosition
+		return 0, ErrFeedPosition
 	}
-	return s.waitApplied(ctx, last)
+	return last, s.waitApplied(ctx, last)
 }
 
 // longPolls lets a shutdown end waiting feed requests at once, instead of
@@ -146,28 +147,35 @@ func (s *Service) EndLongPolls() { s.polls.end() }
 // byte for byte the feed item and the webhook body for the same event. An
 // id of another partner's event, or of an internal one, is not found.
 func (s *Service) Event(ctx context.Context, partner, id string) ([]byte, error) {
+	_, data, err := s.publicEvent(ctx, partner, id)
+	return data, err
+}
+
+// publicEvent finds one of the partner's public events: its ledger sequence
+// and its stored envelope.
+func (s *Service) publicEvent(ctx context.Context, partner, id string) (uint64, []byte, error) {
 	if !domain.ValidID(domain.PrefixEvent, id) {
-		return nil, domain.NotFound("event", id)
+		return 0, nil, domain.NotFound("event", id)
 	}
 	// Like a feed page, as complete as the ledger when the read began.
-	if err := s.checkFeedPosition(ctx, 0); err != nil {
-		return nil, err
+	if _, err := s.checkFeedPosition(ctx, 0); err != nil {
+		return 0, nil, err
 	}
 	seq, ok, err := s.store.PublicEventSeq(partner, id)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if !ok {
-		return nil, domain.NotFound("event", id)
+		return 0, nil, domain.NotFound("event", id)
 	}
 	// The partner's own feed table holds the envelope: another partner's
 	// or an internal event cannot be found there.
 	data, ok, err := s.store.FeedItem(partner, seq)
 	if err != nil {
-		return nil, fmt.Errorf("event %s at %d: %w", id, seq, err)
+		return 0, nil, fmt.Errorf("event %s at %d: %w", id, seq, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("event %s of %s: indexed at %d but not in the feed", id, partner, seq)
+		return 0, nil, fmt.Errorf("event %s of %s: indexed at %d but not in the feed", id, partner, seq)
 	}
-	return data, nil
+	return seq, data, nil
 }

@@ -223,22 +223,9 @@ func (s *Service) ResendEvent(ctx context.Context, partner, endpointID, eventID 
 	if !ep.Enabled() {
 		return "", domain.ProblemEndpointDisabled.New("Webhook endpoint %s is disabled; enable it first.", ep.ID)
 	}
-	if !domain.ValidID(domain.PrefixEvent, eventID) {
-		return "", domain.NotFound("event", eventID)
-	}
-	if err := s.checkFeedPosition(ctx, 0); err != nil {
-		return "", err
-	}
-	seq, ok, err := s.store.PublicEventSeq(partner, eventID)
+	seq, data, err := s.publicEvent(ctx, partner, eventID)
 	if err != nil {
 		return "", err
-	}
-	if !ok {
-		return "", domain.NotFound("event", eventID)
-	}
-	data, ok, err := s.store.FeedItem(partner, seq)
-	if err != nil || !ok {
-		return "", fmt.Errorf("event %s of %s at %d: not in the feed (%v)", eventID, partner, seq, err)
 	}
 	var env struct {
 		EventType string `json:"event_type"`
@@ -275,14 +262,12 @@ func (s *Service) RecoverEndpoint(ctx context.Context, partner, id string, rg do
 	if err != nil {
 		return domain.WebhookRecovery{}, err
 	}
-	last, err := s.ledger.LastSeq(ctx)
+	var after uint64
+	if rg.SinceCursor != nil {
+		after = *rg.SinceCursor
+	}
+	last, err := s.checkFeedPosition(ctx, after)
 	if err != nil {
-		return domain.WebhookRecovery{}, err
-	}
-	if rg.SinceCursor != nil && *rg.SinceCursor > last {
-		return domain.WebhookRecovery{}, ErrFeedPosition
-	}
-	if err := s.waitApplied(ctx, last); err != nil {
 		return domain.WebhookRecovery{}, err
 	}
 	r := domain.WebhookRecovery{

@@ -15,9 +15,6 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// UserAgent names the service on every delivery.
-const UserAgent = domain.WebhookUserAgent
-
 // maxResponseRead is how much of a receiver's answer is read before the
 // connection is closed: enough to reuse it after a normal answer, never an
 // unbounded read.
@@ -83,7 +80,7 @@ func (s *sender) post(ctx context.Context, rawURL, secret, id string, n int, bod
 		return result{outcome: domain.DeliveryNetworkError, err: "the address cannot be requested"}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("User-Agent", domain.WebhookUserAgent)
 	for k, v := range domain.WebhookHeaders(secret, id, n, time.Now(), body) {
 		req.Header.Set(k, v)
 	}

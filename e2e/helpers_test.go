@@ -1167,7 +1167,7 @@ func (rc *receiver) verifyAll(t *testing.T, secret string) {
 		if d.ContentType != "application/json" {
 			t.Errorf("delivery %d: Content-Type %q", i, d.ContentType)
 		}
-		if d.UserAgent != dispatcher.UserAgent {
+		if d.UserAgent != domain.WebhookUserAgent {
 			t.Errorf("delivery %d: User-Agent %q", i, d.UserAgent)
 		}
 	}

@@ -174,10 +174,9 @@ func occurredAt(envelope []byte) string {
 
 // FeedEvent is a feed entry's place and envelope header.
 type FeedEvent struct {
-	Seq        uint64
-	ID         string
-	Type       string
-	OccurredAt time.Time
+	Seq  uint64
+	ID   string
+	Type string
 }
 
 // recoveryScan is how many feed entries a recovery page reads at a time.
@@ -211,7 +210,7 @@ func (s *Store) RecoveryPage(r *domain.WebhookRecovery, after uint64, limit int)
 			}
 			after = e.Seq
 			if r.Includes(env.Type, at) {
-				out = append(out, FeedEvent{Seq: e.Seq, ID: env.ID, Type: env.Type, OccurredAt: at})
+				out = append(out, FeedEvent{Seq: e.Seq, ID: env.ID, Type: env.Type})
 				if len(out) == limit {
 					return out, after, false, nil
 				}

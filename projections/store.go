@@ -160,6 +160,14 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	// What the file already holds is skipped before decoding (the
+	// transaction checks again against its own checkpoint).
+	for applied := s.Applied(); len(recs) > 0 && recs[0].Seq <= applied; {
+		recs = recs[1:]
+	}
+	if len(recs) == 0 {
+		return nil
+	}
 	evs, err := decodeAll(recs)
 	if err != nil {
 		return err

@@ -236,12 +236,12 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, er
 		for _, i := range big {
 			rs.bigSeqs = append(rs.bigSeqs, seqs[i])
 		}
-		slices.Sort(rs.bigSeqs) // concurrent publishes store out of order
 		if time.Since(last) > 5*time.Second {
 			last = time.Now()
 			rs.r.progress("  filled %d/%d public events (%.0f messages/s)", rs.events, n, float64(2*rs.events)/time.Since(start).Seconds())
 		}
 	}
+	slices.Sort(rs.bigSeqs) // concurrent publishes store out of order
 	elapsed := time.Since(start)
 	msgs, err := l.LastSeq(ctx)
 	return elapsed, msgs, err

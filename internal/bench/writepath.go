@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,14 +165,7 @@ func drive(ctx context.Context, client *http.Client, base string, tenants []tena
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(lats)
-	m := Measure{Requests: len(lats), Errors: errs, Rate: float64(len(lats)) / elapsed.Seconds()}
-	if len(lats) > 0 {
-		m.P50, m.P99 = ms(lats[len(lats)/2]), ms(lats[len(lats)*99/100])
-	}
-	m.FirstError = firstE
-	return m
+	return latencies(lats, time.Since(start), Measure{Errors: errs, FirstError: firstE})
 }
 
 // post sends one partner request with a fresh Idempotency-Key.

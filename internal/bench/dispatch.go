@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -128,7 +129,12 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	d.BareRate = rs.bareLoop(ctx, o.Duration)
+	if d.BareRate, err = rs.bareLoop(ctx, o.Duration); err != nil {
+		return err
+	}
+	if d.BareRate == 0 {
+		return errors.New("bare loop: the receiver answered no signed POST")
+	}
 	d.Ratio = d.BurstRate / d.BareRate
 	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f×", d.BurstRate, d.BareRate, d.Ratio)
 
@@ -155,12 +161,15 @@ func spread(got map[string]time.Time) (first, last time.Time) {
 
 // bareLoop posts signed envelopes to the receiver from hookConcurrency
 // loops for d and returns the answered posts per second.
-func (rs *readState) bareLoop(ctx context.Context, d time.Duration) float64 {
+func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, error) {
 	dep, err := rs.deposit(rs.hook, rs.hookChurch)
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("bare loop: %w", err)
 	}
-	template, _ := dep[1].Envelope()
+	template, err := dep[1].Envelope()
+	if err != nil {
+		return 0, fmt.Errorf("bare loop: %w", err)
+	}
 	secret := []byte(domain.GenerateWebhookSecret())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
 	var ok, n atomic.Int64
@@ -192,7 +201,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) float64 {
 		}()
 	}
 	wg.Wait()
-	return float64(ok.Load()) / time.Since(start).Seconds()
+	return float64(ok.Load()) / time.Since(start).Seconds(), nil
 }
 
 // paced appends the webhook partner's deposit.received events (synced, as

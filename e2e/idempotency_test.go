@@ -124,20 +124,16 @@ func TestIdempotencyKeysArePartnerScoped(t *testing.T) {
 func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 	ts := startStack(t)
 	c, pid := ts.partner(t)
-	rows := make([]string, 200)
-	for i := range rows {
-		rows[i] = fmt.Sprintf(`{"name":"Church %d","external_id":"ext-%d"}`, i, i)
-	}
-	body := `{"churches":[` + strings.Join(rows, ",") + `]}`
-
 	sawInFlight := false
 	for attempt := 0; attempt < 5 && !sawInFlight; attempt++ {
 		key := apitest.Header{"Idempotency-Key": fmt.Sprintf("race-%d", attempt)}
-		if attempt > 0 {
-			// A new key with the same external ids would reject every row;
-			// vary them so each attempt creates churches.
-			body = strings.ReplaceAll(body, `"ext-`, fmt.Sprintf(`"a%d-ext-`, attempt))
+		// A new key with the same external ids would reject every row;
+		// each attempt has its own, so each creates churches.
+		rows := make([]string, 200)
+		for i := range rows {
+			rows[i] = fmt.Sprintf(`{"name":"Church %d","external_id":"a%d-ext-%d"}`, i, attempt, i)
 		}
+		body := `{"churches":[` + strings.Join(rows, ",") + `]}`
 		const n = 50
 		resps := make([]*apitest.Response, n)
 		var wg sync.WaitGroup

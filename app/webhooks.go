@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -227,16 +226,14 @@ func (s *Service) ResendEvent(ctx context.Context, partner, endpointID, eventID 
 	if err != nil {
 		return "", err
 	}
-	var env struct {
-		EventType string `json:"event_type"`
-	}
-	if err := json.Unmarshal(data, &env); err != nil {
+	env, err := domain.ReadEnvelopeHeader(data)
+	if err != nil {
 		return "", fmt.Errorf("event %s: %w", eventID, err)
 	}
-	if !ep.Subscribes(env.EventType) {
-		return "", domain.ProblemNotSubscribed.New("Webhook endpoint %s does not subscribe to %s events.", ep.ID, env.EventType)
+	if !ep.Subscribes(env.Type) {
+		return "", domain.ProblemNotSubscribed.New("Webhook endpoint %s does not subscribe to %s events.", ep.ID, env.Type)
 	}
-	return s.webhooks.Resend(ctx, ep, seq, eventID, env.EventType)
+	return s.webhooks.Resend(ctx, ep, seq, eventID, env.Type)
 }
 
 // recoverySkew is how much earlier than its since a recovery starts reading

@@ -73,6 +73,23 @@ type envelope struct {
 	Payload    json.RawMessage `json:"payload"`
 }
 
+// EnvelopeHeader is what an envelope says about its event before its
+// payload: enough to route, list or filter it without decoding the payload.
+type EnvelopeHeader struct {
+	ID         string `json:"event_id"`
+	Type       string `json:"event_type"`
+	OccurredAt string `json:"occurred_at"`
+}
+
+// ReadEnvelopeHeader decodes the header of envelope bytes.
+func ReadEnvelopeHeader(data []byte) (EnvelopeHeader, error) {
+	var h EnvelopeHeader
+	if err := json.Unmarshal(data, &h); err != nil {
+		return EnvelopeHeader{}, fmt.Errorf("decode envelope header: %w", err)
+	}
+	return h, nil
+}
+
 // Envelope returns the event's JSON envelope. The ledger stores exactly these
 // bytes, and the feed and webhooks send them unchanged.
 func (e Event) Envelope() ([]byte, error) {

@@ -26,6 +26,13 @@ func TestEnvelopeFormat(t *testing.T) {
 	if !domain.ValidID(domain.PrefixEvent, ev.ID) {
 		t.Fatalf("event id %q", ev.ID)
 	}
+	h, err := domain.ReadEnvelopeHeader(data)
+	if err != nil || h != (domain.EnvelopeHeader{ID: ev.ID, Type: "enrollment.activated", OccurredAt: "2026-11-21T09:04:05.123Z"}) {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	if _, err := domain.ReadEnvelopeHeader([]byte(`{"event_id":`)); err == nil {
+		t.Fatal("a truncated envelope's header decoded")
+	}
 }
 
 func TestEnvelopeOccurredAtAlwaysHasMilliseconds(t *testing.T) {

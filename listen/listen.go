@@ -236,15 +236,11 @@ func (f *forwarder) round(ctx context.Context) error {
 // forward POSTs one event to the local receiver, signed like a delivery,
 // and prints how it went. A forward under way when ctx ends is finished.
 func (f *forwarder) forward(ctx context.Context, ev json.RawMessage) {
-	var env struct {
-		EventID   string `json:"event_id"`
-		EventType string `json:"event_type"`
-	}
-	_ = json.Unmarshal(ev, &env)
+	env, _ := domain.ReadEnvelopeHeader(ev)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	line := fmt.Sprintf("%s  %-26s %s  -> ", start.UTC().Format(domain.TimeLayout), env.EventType, env.EventID)
+	line := fmt.Sprintf("%s  %-26s %s  -> ", start.UTC().Format(domain.TimeLayout), env.Type, env.ID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.cfg.ForwardTo, bytes.NewReader(ev))
 	if err != nil {
 		fmt.Fprintln(f.cfg.Out, line+"error: "+err.Error())
@@ -252,7 +248,7 @@ func (f *forwarder) forward(ctx context.Context, ev json.RawMessage) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", domain.WebhookUserAgent)
-	for k, v := range domain.WebhookHeaders(f.state.Secret, env.EventID, 1, start, ev) {
+	for k, v := range domain.WebhookHeaders(f.state.Secret, env.ID, 1, start, ev) {
 		req.Header.Set(k, v)
 	}
 	resp, err := f.cfg.Client.Do(req)

@@ -3,7 +3,6 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"time"
 
@@ -165,10 +164,7 @@ func (s *Store) FeedPositionAt(partner string, t time.Time) (uint64, error) {
 // occurredAt reads an envelope's occurred_at, which is written in
 // domain.TimeLayout and so compares as a string.
 func occurredAt(envelope []byte) string {
-	var env struct {
-		OccurredAt string `json:"occurred_at"`
-	}
-	_ = json.Unmarshal(envelope, &env)
+	env, _ := domain.ReadEnvelopeHeader(envelope)
 	return env.OccurredAt
 }
 
@@ -196,12 +192,8 @@ func (s *Store) RecoveryPage(r *domain.WebhookRecovery, after uint64, limit int)
 			if e.Seq > r.UpTo {
 				return out, after, true, nil
 			}
-			var env struct {
-				ID         string `json:"event_id"`
-				Type       string `json:"event_type"`
-				OccurredAt string `json:"occurred_at"`
-			}
-			if err := json.Unmarshal(e.Data, &env); err != nil {
+			env, err := domain.ReadEnvelopeHeader(e.Data)
+			if err != nil {
 				return nil, after, false, err
 			}
 			at, err := time.Parse(domain.TimeLayout, env.OccurredAt)

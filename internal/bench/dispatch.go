@@ -160,7 +160,9 @@ func spread(got map[string]time.Time) (first, last time.Time) {
 }
 
 // bareLoop posts signed envelopes to the receiver from hookConcurrency
-// loops for d and returns the answered posts per second.
+// loops for d and returns the answered posts per second. Each post carries
+// what a delivery carries (both signatures, the Standard Webhooks id and
+// timestamp, the attempt), computed per post.
 func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, error) {
 	dep, err := rs.deposit(rs.hook, rs.hookChurch)
 	if err != nil {
@@ -170,7 +172,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 	if err != nil {
 		return 0, fmt.Errorf("bare loop: %w", err)
 	}
-	secret := []byte(domain.GenerateWebhookSecret())
+	secret := domain.GenerateWebhookSecret()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
 	var ok, n atomic.Int64
 	var wg sync.WaitGroup
@@ -181,13 +183,17 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(end) && ctx.Err() == nil {
-				body := bytes.Replace(template, []byte(dep[1].ID), []byte("bare_"+strconv.FormatInt(n.Add(1), 10)), 1)
+				id := "bare_" + strconv.FormatInt(n.Add(1), 10)
+				body := bytes.Replace(template, []byte(dep[1].ID), []byte(id), 1)
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.hooks.url+"/bare", bytes.NewReader(body))
 				if err != nil {
 					return
 				}
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(domain.WebhookSignatureHeader, domain.Sign(secret, time.Now(), body))
+				req.Header.Set("User-Agent", domain.WebhookUserAgent)
+				for k, v := range domain.WebhookHeaders(secret, id, 1, time.Now(), body) {
+					req.Header.Set(k, v)
+				}
 				resp, err := client.Do(req)
 				if err != nil {
 					continue

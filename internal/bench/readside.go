@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -24,6 +23,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/sandbox"
 )
 
 // The read side, measured at two ledger sizes in one run: a data directory
@@ -137,8 +137,6 @@ type readState struct {
 	hook, hookChurch string
 	deposits         int
 	events           int
-	// projected is the ledger's length when the projector last caught up.
-	projected uint64
 }
 
 // setUp creates the partners with keys and the webhook endpoint through a
@@ -200,13 +198,18 @@ func (rs *readState) deposit(partner, church string) ([2]domain.Event, error) {
 
 // fill appends deposits up to n public events, a tenth of them the big
 // partner's and the rest spread evenly over the others, on a ledger
-// opened unsynced; the service is not running.
-func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, error) {
+// opened unsynced; the service is not running. It returns how long it took,
+// how many messages it added and the ledger's length after them.
+func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, uint64, error) {
 	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory, Unsynced: true})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer l.Close()
+	before, err := l.LastSeq(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	start := time.Now()
 	const chunk = 5000
 	last := time.Now()
@@ -221,7 +224,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, er
 			}
 			dep, err := rs.deposit(partner, church)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			if partner == rs.big {
 				big = append(big, len(batch)+1)
@@ -231,7 +234,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, er
 		}
 		seqs, err := l.Fill(ctx, batch)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		for _, i := range big {
 			rs.bigSeqs = append(rs.bigSeqs, seqs[i])
@@ -244,7 +247,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, er
 	slices.Sort(rs.bigSeqs) // concurrent publishes store out of order
 	elapsed := time.Since(start)
 	msgs, err := l.LastSeq(ctx)
-	return elapsed, msgs, err
+	return elapsed, msgs - before, msgs, err
 }
 
 // fillHooks appends n deposits of the webhook partner, unsynced, while the
@@ -273,23 +276,23 @@ func (rs *readState) fillHooks(ctx context.Context, n int) (map[string]bool, err
 func (rs *readState) measure(ctx context.Context, n int) (ReadSize, error) {
 	o := rs.r.opts
 	rs.r.progress("read side: filling to %d public events over %d partners (unsynced)", n, o.Partners)
-	fillTime, msgs, err := rs.fill(ctx, n)
+	fillTime, added, msgs, err := rs.fill(ctx, n)
 	if err != nil {
 		return ReadSize{}, fmt.Errorf("fill: %w", err)
 	}
 	size := ReadSize{Events: n, Messages: msgs, FillSeconds: fillTime.Seconds()}
 	if fillTime > 0 {
-		size.FillRate = float64(msgs) / fillTime.Seconds()
+		size.FillRate = float64(added) / fillTime.Seconds()
 	}
 	rs.r.progress("  %d messages in %.1f s; the service's projector catches up", msgs, size.FillSeconds)
 	resetHWM()
 	start := time.Now()
-	if err := rs.project(ctx); err != nil {
+	projected, err := rs.project(ctx)
+	if err != nil {
 		return size, err
 	}
 	size.CatchUpSeconds = time.Since(start).Seconds()
-	size.CatchUpRate = float64(msgs-rs.projected) / size.CatchUpSeconds
-	rs.projected = msgs
+	size.CatchUpRate = float64(projected) / size.CatchUpSeconds
 	rs.r.progress("  caught up in %.1f s; starting the service", size.CatchUpSeconds)
 	start = time.Now()
 	svc, err := startService(ctx, rs.dir, o.Memory)
@@ -322,19 +325,20 @@ func (rs *readState) measure(ctx context.Context, n int) (ReadSize, error) {
 // projections.Projector.Run) on the filled directory until it has applied
 // the whole ledger. It runs outside the service because a service start
 // waits at most 5 minutes for its projections, less than a million events
-// take on a small machine.
-func (rs *readState) project(ctx context.Context) error {
+// take on a small machine. It returns how many messages it applied.
+func (rs *readState) project(ctx context.Context) (uint64, error) {
 	cfg := eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory}
 	l, err := eventlog.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer l.Close()
 	store, err := projections.Open(stack.ProjectionsPath(cfg))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer store.Close()
+	from := store.Applied()
 	p := projections.NewProjector(store, l, zerolog.Nop())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -348,10 +352,10 @@ func (rs *readState) project(ctx context.Context) error {
 	}()
 	last, err := l.LastSeq(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	start := time.Now()
-	return poll(ctx, time.Hour, "the projector to catch up", func() (bool, error) {
+	err = poll(ctx, time.Hour, "the projector to catch up", func() (bool, error) {
 		applied := store.Applied()
 		if time.Since(start) > 10*time.Second {
 			start = time.Now()
@@ -359,6 +363,7 @@ func (rs *readState) project(ctx context.Context) error {
 		}
 		return applied >= last, nil
 	})
+	return last - from, err
 }
 
 // caughtUp waits until the projections hold the whole ledger and the
@@ -396,7 +401,10 @@ func poll(ctx context.Context, limit time.Duration, what string, cond func() (bo
 // partner's feed, and the raw read of the same events.
 func (rs *readState) feed(ctx context.Context, svc *service, size *ReadSize) error {
 	o := rs.r.opts
-	client := &http.Client{Timeout: 30 * time.Second}
+	client, err := sandbox.NewClient(svc.base, rs.bigKey)
+	if err != nil {
+		return err
+	}
 	cursors := domain.NewCursors(svc.st.Secrets.Key("cursor"))
 	rs.r.progress("  feed: 100-event pages at random cursors, 1 client, %s", o.Duration)
 	var lats []time.Duration
@@ -406,7 +414,7 @@ func (rs *readState) feed(ctx context.Context, svc *service, size *ReadSize) err
 		i := rand.IntN(max(len(rs.bigSeqs)-100, 1))
 		cur := cursors.EncodeSeq(domain.CursorEvents, rs.big, rs.bigSeqs[i])
 		at := time.Now()
-		page, err := svc.page(ctx, client, rs.bigKey, cur)
+		page, err := readPage(ctx, client, cur)
 		lats = append(lats, time.Since(at))
 		if err != nil || len(page.Data) == 0 {
 			size.Page.Errors++
@@ -422,7 +430,7 @@ func (rs *readState) feed(ctx context.Context, svc *service, size *ReadSize) err
 	start = time.Now()
 	cur := ""
 	for {
-		page, err := svc.page(ctx, client, rs.bigKey, cur)
+		page, err := readPage(ctx, client, cur)
 		if err != nil {
 			return fmt.Errorf("walk: %w", err)
 		}
@@ -457,32 +465,15 @@ type feedPage struct {
 	HasMore    bool              `json:"has_more"`
 }
 
-// page reads one 100-event page of the feed after cursor ("" for the
+// readPage reads one 100-event page of the feed after cursor ("" for the
 // first).
-func (s *service) page(ctx context.Context, client *http.Client, key, cursor string) (feedPage, error) {
-	u := s.base + "/v1/events?limit=100"
+func readPage(ctx context.Context, c *sandbox.Client, cursor string) (feedPage, error) {
+	path := "/v1/events?limit=100"
 	if cursor != "" {
-		u += "&since_cursor=" + url.QueryEscape(cursor)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return feedPage{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return feedPage{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return feedPage{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return feedPage{}, fmt.Errorf("GET /v1/events answered %d: %.200s", resp.StatusCode, body)
+		path += "&since_cursor=" + url.QueryEscape(cursor)
 	}
 	var p feedPage
-	err = json.Unmarshal(body, &p)
+	err := c.CallJSON(ctx, http.MethodGet, path, nil, http.StatusOK, &p)
 	return p, err
 }
 

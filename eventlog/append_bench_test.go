@@ -2,8 +2,11 @@ package eventlog_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,6 +70,54 @@ func benchmarkAppend(b *testing.B, parallelism int) {
 			lat.add(time.Since(start))
 		}
 	})
+	b.StopTimer()
+	lat.report(b)
+}
+
+// BenchmarkAppendGroupCommit measures synced appends from many concurrent
+// writers, each a new aggregate, with the ledger's group commit off (every
+// append its own synced write) and on (past 16 in flight, the appends
+// queued behind share atomic batches). BENCHMARKS.md quotes it:
+//
+//	go test ./eventlog -run '^$' -bench AppendGroupCommit -benchtime 5s -count 3
+func BenchmarkAppendGroupCommit(b *testing.B) {
+	for _, writers := range []int{16, 64, 256} {
+		for _, on := range []bool{false, true} {
+			name := fmt.Sprintf("writers=%d/group-commit=%v", writers, on)
+			b.Run(name, func(b *testing.B) { benchmarkAppendWriters(b, writers, on) })
+		}
+	}
+}
+
+func benchmarkAppendWriters(b *testing.B, writers int, groupCommit bool) {
+	l := eventlogtest.Open(b, domain.Sandbox)
+	if !groupCommit {
+		l.GroupCommitAtForTest(math.MaxInt64)
+	}
+	ctx := context.Background()
+	var (
+		lat  latencies
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	b.ResetTimer()
+	for range writers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				id := domain.NewID(domain.PrefixPartner)
+				ev := domain.NewEvent(id, id, "", time.Now(), &domain.PartnerCreated{
+					Name: "Benchmark Partner", Environment: "sandbox", RedirectOrigins: []string{"https://bench.example"},
+				})
+				start := time.Now()
+				if _, err := l.Append(ctx, ev, "", 0); err != nil {
+					b.Error(err)
+					return
+				}
+				lat.add(time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
 	b.StopTimer()
 	lat.report(b)
 }

@@ -69,6 +69,8 @@ type Ledger struct {
 
 	// turns lines up this process's commands on each aggregate.
 	turns turns
+	// commit publishes appends, gathering them into batches under load.
+	commit *groupCommit
 }
 
 // MaxEventSize bounds one stored event. An import of 1000 churches, the
@@ -100,6 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 		return nil, natsErr("open ledger", err)
 	}
 	l.js = js
+	l.commit = &groupCommit{js: js, nc: l.nc, metrics: cfg.Metrics, at: groupCommitAt}
 	if l.stream, err = setUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, l.streamConfig())
 	}); err != nil {
@@ -125,6 +128,8 @@ func (l *Ledger) streamConfig() jetstream.StreamConfig {
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
+		// Group commit stores appends in atomic batches under load.
+		AllowAtomicPublish: true,
 	}
 }
 

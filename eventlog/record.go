@@ -98,18 +98,17 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 	if tp != "" {
 		msg.Header.Set(telemetry.TraceparentHeader, tp)
 	}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, l.name)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID))
 	start := time.Now()
-	ack, err := l.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(msgID),
-		jetstream.WithExpectStream(l.name),
-		jetstream.WithExpectLastSequenceForSubject(expect, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID)),
-	)
+	ack, err := l.commit.publish(ctx, msg)
 	result := appendResult(ack, err)
 	l.cfg.Metrics.LedgerAppend(result, time.Since(start))
 	span.SetAttributes(telemetry.Attr("giving.result", result))
 	switch result {
 	case telemetry.AppendOK:
-		l.cfg.Metrics.LedgerBatch(1)
 		span.SetAttributes(attribute.Int64("giving.seq", int64(ack.Sequence)))
 		span.End()
 	case telemetry.AppendUnavailable:

@@ -54,7 +54,7 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 	servers := map[string]*server{}
 	start := func(name string) {
 		args := append([]string{"--data", dirs[name], "--addr", addrs[name], "--public-url", lb.URL,
-			"--rate-limit", "100000", "--rate-burst", "100000"}, cli...)
+			"--rate-limit", "100000", "--rate-burst", "100000", "--group-commit-at", "1"}, cli...)
 		servers[name] = launchServe(t, nil, args...)
 		live.set(name, "http://"+addrs[name])
 	}

@@ -62,8 +62,9 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 		partners[i] = loadPartner{ID: p.PartnerID, APIKey: p.APIKey, Origin: origin}
 	}
 	// The server comes back at its address: its answers (a session's url)
-	// name it.
-	args := []string{"--rate-limit", "100000", "--rate-burst", "100000", "--addr", freeAddr(t)}
+	// name it. An append that finds another in flight joins an atomic batch
+	// (group commit), so the 6 clients' writes are killed in batches too.
+	args := []string{"--rate-limit", "100000", "--rate-burst", "100000", "--addr", freeAddr(t), "--group-commit-at", "1"}
 	srv := startServer(t, dir, nil, args...)
 	for i, p := range partners {
 		partners[i].Church = importChurch(t, &apitest.Client{TB: t, Base: srv.URL, Key: p.APIKey}, "Crash Church")
@@ -75,10 +76,16 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	var live liveTargets
 	live.set("a", srv.URL)
 	load := runChaosLoad(jobs, 6, live.list)
+	var writes, events float64 // synced ledger writes and the events they stored
 	for round := range rounds {
 		waitFor(t, 2*time.Minute, "answers before the next kill", func() bool {
 			return load.answered.Load() >= int64((round+1)*perRound)
 		})
+		m := scrapeMetrics(t, srv.metricsURL(t)).Families["giving_ledger_batch_size"]
+		for _, s := range m.GetMetric() {
+			writes += float64(s.GetHistogram().GetSampleCount())
+			events += s.GetHistogram().GetSampleSum()
+		}
 		live.set("a", "")
 		srv.kill()
 		srv = startServer(t, dir, nil, args...)
@@ -88,6 +95,10 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	if load.answered.Load() < rounds*perRound+1 {
 		t.Fatal("the load ended before the last kill")
 	}
+	if events <= writes {
+		t.Fatalf("%.0f events in %.0f synced writes: no appends shared a batch, so the kills missed group commit", events, writes)
+	}
+	t.Logf("before the kills: %.0f events in %.0f synced writes", events, writes)
 
 	l, err := eventlog.Open(context.Background(), eventlog.Config{Env: domain.Sandbox, NATSURL: srv.natsURL(t)})
 	if err != nil {

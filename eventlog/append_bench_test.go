@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
@@ -90,11 +91,16 @@ func BenchmarkAppendGroupCommit(b *testing.B) {
 }
 
 func benchmarkAppendWriters(b *testing.B, writers int, groupCommit bool) {
-	l := eventlogtest.Open(b, domain.Sandbox)
-	if !groupCommit {
-		l.GroupCommitAtForTest(math.MaxInt64)
-	}
 	ctx := context.Background()
+	cfg := eventlog.Config{Env: domain.Sandbox, DataDir: b.TempDir()}
+	if !groupCommit {
+		cfg.GroupCommitAt = math.MaxInt
+	}
+	l, err := eventlog.Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
 	var (
 		lat  latencies
 		next atomic.Int64

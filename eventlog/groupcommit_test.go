@@ -25,12 +25,12 @@ import (
 func TestGroupCommitKeepsEachAppendsChecks(t *testing.T) {
 	ctx := context.Background()
 	metrics := telemetry.NewMetrics()
-	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics})
+	// Every append that finds another under way joins a batch.
+	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics, GroupCommitAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
-	l.GroupCommitAtForTest(1)
 
 	partner := domain.NewID(domain.PrefixPartner)
 	event := func(aggregate string) domain.Event {

@@ -46,6 +46,10 @@ type Config struct {
 	Memory int64
 	// Metrics records appends; nil records nothing.
 	Metrics *telemetry.Metrics
+	// GroupCommitAt is how many appends may be in flight before the next
+	// ones wait to share an atomic batch (group commit); 0 means
+	// DefaultGroupCommitAt.
+	GroupCommitAt int
 	// Unsynced runs the embedded server without syncing each write before
 	// acknowledging it. Only giving bench sets it, to fill a ledger fast
 	// (Fill); the service never runs with it.
@@ -89,6 +93,9 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 	if cfg.Duplicates <= 0 {
 		cfg.Duplicates = 15 * time.Minute
 	}
+	if cfg.GroupCommitAt <= 0 {
+		cfg.GroupCommitAt = DefaultGroupCommitAt
+	}
 	if _, err := domain.ParseEnvironment(string(cfg.Env)); err != nil {
 		return nil, err
 	}
@@ -102,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 		return nil, natsErr("open ledger", err)
 	}
 	l.js = js
-	l.commit = &groupCommit{js: js, nc: l.nc, metrics: cfg.Metrics, at: groupCommitAt}
+	l.commit = &groupCommit{js: js, nc: l.nc, metrics: cfg.Metrics, at: int64(cfg.GroupCommitAt)}
 	if l.stream, err = setUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, l.streamConfig())
 	}); err != nil {

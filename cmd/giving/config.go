@@ -23,6 +23,7 @@ type ledgerFlags struct {
 	replicas   int
 	masterKey  string
 	memory     string
+	groupAt    int
 }
 
 // defaultNATSListen is where the embedded server also listens, so the CLI
@@ -39,6 +40,7 @@ func (f *ledgerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and buckets on an external cluster")
 	fs.StringVar(&f.masterKey, "master-key", "", "master key (64 hex chars); empty keeps a generated one in the data directory")
 	fs.StringVar(&f.memory, "memory", "auto", "memory the process may use (Go runtime soft limit, embedded NATS memory store): a size such as 2GiB, auto for half of what the machine or its cgroup gives the process, or 0 for no limit")
+	fs.IntVar(&f.groupAt, "group-commit-at", eventlog.DefaultGroupCommitAt, "ledger appends one instance has in flight before the next ones wait to share one synced write (an atomic batch)")
 }
 
 func (f *ledgerFlags) environment() (domain.Environment, error) {
@@ -58,7 +60,10 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 	if err != nil {
 		return eventlog.Config{}, err
 	}
-	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: memory}, nil
+	if f.groupAt <= 0 {
+		return eventlog.Config{}, usageError{"--group-commit-at must be positive"}
+	}
+	return eventlog.Config{Env: env, DataDir: f.data, NATSURL: f.natsURL, NATSListen: f.natsListen, Replicas: f.replicas, Memory: memory, GroupCommitAt: f.groupAt}, nil
 }
 
 // parseMemory reads a --memory setting. "auto" is half of the memory the

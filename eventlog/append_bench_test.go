@@ -12,7 +12,6 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
-	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // latencies collects per-operation durations and reports their percentiles.
@@ -43,36 +42,12 @@ func (l *latencies) report(b *testing.B) {
 // BenchmarkAppend measures one synced append to the embedded ledger (each
 // write is fsynced before it is acknowledged), one writer at a time.
 func BenchmarkAppend(b *testing.B) {
-	benchmarkAppend(b, 1)
+	benchmarkAppendWriters(b, 1, true)
 }
 
 // BenchmarkAppendParallel is the same with 16 concurrent writers.
 func BenchmarkAppendParallel(b *testing.B) {
-	benchmarkAppend(b, 8)
-}
-
-func benchmarkAppend(b *testing.B, parallelism int) {
-	l := eventlogtest.Open(b, domain.Sandbox)
-	ctx := context.Background()
-	var lat latencies
-	b.SetParallelism(parallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := domain.NewID(domain.PrefixPartner)
-			ev := domain.NewEvent(id, id, "", time.Now(), &domain.PartnerCreated{
-				Name: "Benchmark Partner", Environment: "sandbox", RedirectOrigins: []string{"https://bench.example"},
-			})
-			start := time.Now()
-			if _, err := l.Append(ctx, ev, "", 0); err != nil {
-				b.Error(err)
-				return
-			}
-			lat.add(time.Since(start))
-		}
-	})
-	b.StopTimer()
-	lat.report(b)
+	benchmarkAppendWriters(b, 16, true)
 }
 
 // BenchmarkAppendGroupCommit measures synced appends from many concurrent

@@ -77,8 +77,10 @@ var subjectsLayouts = []subjectsLayout{{
 }, {
 	// Each partner's aggregates hashed into 64 buckets: at most
 	// partners × 64 × 2 subjects.
-	name:      "bucket-64",
-	subject:   func(p, d string, e int) string { return "ledger.sandbox." + p + "." + bucketOf(d) + "." + depositEvents[e] },
+	name: "bucket-64",
+	subject: func(p, d string, e int) string {
+		return "ledger.sandbox." + p + "." + bucketOf(d) + "." + depositEvents[e]
+	},
 	aggregate: func(p, d string) string { return "ledger.sandbox." + p + "." + bucketOf(d) + ".>" },
 	public:    func(p string) string { return "ledger.sandbox." + p + ".*.pub.>" },
 }, {

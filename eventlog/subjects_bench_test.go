@@ -9,8 +9,10 @@ import (
 	"hash/fnv"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,13 +101,20 @@ func benchDeposit(d int) string { return fmt.Sprintf("dep_%027d", d) }
 
 // subjectsMemory is what the child process measured after opening a ledger.
 type subjectsMemory struct {
-	Subjects   uint64        `json:"subjects"`
-	Messages   uint64        `json:"messages"`
-	Recovery   time.Duration `json:"recovery"`
-	Before     memSample     `json:"before"`
-	Open       memSample     `json:"open"`
-	Reads      []readSample  `json:"reads"`
-	PeakRSSMiB float64       `json:"peak_rss_mib"`
+	Subjects uint64        `json:"subjects"`
+	Messages uint64        `json:"messages"`
+	Recovery time.Duration `json:"recovery"`
+	Before   memSample     `json:"before"`
+	Open     memSample     `json:"open"`
+	Reads    []readSample  `json:"reads"`
+	// CacheExpired is sampled once the block caches the reads loaded have
+	// expired (the file store drops them after 10 s unused) but the
+	// per-block subject state (fss) has not (2 min unused); FSSExpired
+	// once that has expired too: what stays is the stream-wide subject
+	// index (psim) and the fixed costs.
+	CacheExpired memSample `json:"cache_expired"`
+	FSSExpired   memSample `json:"fss_expired"`
+	PeakRSSMiB   float64   `json:"peak_rss_mib"`
 }
 
 type readSample struct {
@@ -150,7 +159,34 @@ func procStatus(field string) uint64 {
 const (
 	subjectsDirEnv     = "GIVING_SUBJECTS_MEMORY_DIR"
 	subjectsFiltersEnv = "GIVING_SUBJECTS_MEMORY_FILTERS"
+	// subjectsProfileEnv, when set, names a directory the child writes
+	// heap profiles to (<case>/open.pprof, cache-expired.pprof,
+	// fss-expired.pprof), to tell the subject indexes from the block
+	// caches with go tool pprof.
+	subjectsProfileEnv = "GIVING_SUBJECTS_MEMORY_PROFILE"
+	// cacheExpired is past the file store's block cache expiry (10 s),
+	// fssExpired past its per-block subject state expiry (2 min).
+	cacheExpired = 12 * time.Second
+	fssExpired   = 2*time.Minute + 15*time.Second
 )
+
+// heapProfile writes the heap profile to name in the profile directory, if
+// one was given.
+func heapProfile(t *testing.T, name string) {
+	dir := os.Getenv(subjectsProfileEnv)
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestSubjectsMemoryChild is BenchmarkSubjectsMemory's measuring process:
 // it opens the filled ledger as serve does (synced) in a process of its own,
@@ -177,6 +213,7 @@ func TestSubjectsMemoryChild(t *testing.T) {
 	}
 	out.Subjects, out.Messages = info.State.NumSubjects, info.State.Msgs
 	out.Open = sampleMemory()
+	heapProfile(t, "open.pprof")
 	for _, filter := range strings.Split(os.Getenv(subjectsFiltersEnv), ",") {
 		if filter == "" {
 			continue
@@ -188,6 +225,14 @@ func TestSubjectsMemoryChild(t *testing.T) {
 		}
 		out.Reads = append(out.Reads, readSample{Filter: filter, Messages: n, Elapsed: time.Since(start), Mem: sampleMemory()})
 	}
+	// A timeline, not a wait for a condition: the samples are meant to
+	// fall after each expiry.
+	time.Sleep(cacheExpired)
+	out.CacheExpired = sampleMemory()
+	heapProfile(t, "cache-expired.pprof")
+	time.Sleep(fssExpired - cacheExpired)
+	out.FSSExpired = sampleMemory()
+	heapProfile(t, "fss-expired.pprof")
 	out.PeakRSSMiB = float64(procStatus("VmHWM")) / (1 << 20)
 	b, _ := json.Marshal(out)
 	fmt.Println("SUBJECTS-MEMORY " + string(b))
@@ -221,7 +266,8 @@ func readAllRaw(ctx context.Context, l *Ledger, filter string) (int, error) {
 // each, over 1,000 partners) under each layout, then opens it in a fresh
 // process and reports the Go heap in use and the resident set the store
 // holds after recovery, after loading one deposit's history and after
-// reading one partner's public events. Each sub-benchmark does its work
+// reading one partner's public events, and again once the file store's
+// block caches (10 s) and per-block subject state (2 min) have expired. Each sub-benchmark does its work
 // once whatever b.N is: run it with -benchtime 1x.
 func BenchmarkSubjectsMemory(b *testing.B) {
 	b.Run("empty", func(b *testing.B) { benchmarkSubjectsMemory(b, subjectsLayouts[0], 0) })
@@ -245,6 +291,13 @@ func benchmarkSubjectsMemory(b *testing.B, lay subjectsLayout, n int) {
 	filters := []string{lay.aggregate(p, benchDeposit(d)), lay.public(p)}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestSubjectsMemoryChild$", "-test.count", "1")
 	cmd.Env = append(os.Environ(), subjectsDirEnv+"="+dir, subjectsFiltersEnv+"="+strings.Join(filters, ","))
+	if prof := os.Getenv(subjectsProfileEnv); prof != "" {
+		prof = filepath.Join(prof, lay.name+"-"+strconv.Itoa(n))
+		if err := os.MkdirAll(prof, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, subjectsProfileEnv+"="+prof)
+	}
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("child: %v\n%s", err, outb)
@@ -272,14 +325,17 @@ func benchmarkSubjectsMemory(b *testing.B, lay subjectsLayout, n int) {
 		b.ReportMetric(float64(r.Messages), name+"-msgs")
 		b.ReportMetric(float64(r.Elapsed.Microseconds())/1000, name+"-ms")
 	}
+	b.ReportMetric(heap(m.CacheExpired), "heap-cache-expired-MiB")
+	b.ReportMetric(heap(m.FSSExpired), "heap-fss-expired-MiB")
+	b.ReportMetric(rss(m.FSSExpired), "rss-fss-expired-MiB")
 	b.ReportMetric(m.PeakRSSMiB-mib(m.Before.RSS), "peak-rss-MiB")
 	b.ReportMetric(m.Recovery.Seconds(), "recovery-s")
 	if m.Subjects > 0 {
-		b.ReportMetric(float64(m.Open.HeapInuse-m.Before.HeapInuse)/float64(m.Subjects), "heap-B/subject")
+		b.ReportMetric(float64(m.FSSExpired.HeapInuse-m.Before.HeapInuse)/float64(m.Subjects), "heap-B/subject")
 	}
-	b.Logf("%s msgs=%d subjects=%d fill=%s recovery=%s heap(open/aggregate/feed)=%.1f/%.1f/%.1f MiB rss(open)=%.1f MiB peak-rss=%.1f MiB reads=%+v",
+	b.Logf("%s msgs=%d subjects=%d fill=%s recovery=%s heap(open/aggregate/feed/cache-expired/fss-expired)=%.1f/%.1f/%.1f/%.1f/%.1f MiB rss(open)=%.1f MiB peak-rss=%.1f MiB reads=%+v",
 		lay.name, n, m.Subjects, fill.Round(time.Millisecond), m.Recovery.Round(time.Millisecond),
-		heap(m.Open), heap(m.Reads[0].Mem), heap(m.Reads[1].Mem), rss(m.Open), m.PeakRSSMiB-mib(m.Before.RSS), m.Reads)
+		heap(m.Open), heap(m.Reads[0].Mem), heap(m.Reads[1].Mem), heap(m.CacheExpired), heap(m.FSSExpired), rss(m.Open), m.PeakRSSMiB-mib(m.Before.RSS), m.Reads)
 }
 
 // fillLayout stores n deposit events under lay in an unsynced ledger at

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/segmentio/ksuid"
 
 	"github.com/partnergiving/giving/domain"
 )
@@ -94,10 +96,24 @@ var subjectsLayouts = []subjectsLayout{{
 	public:    func(p string) string { return "ledger.sandbox." + p + ".pub.>" },
 }}
 
-// Ids of the real lengths (prefix and 27 characters), fixed so that a
-// filter can name them.
-func benchPartner(p int) string { return fmt.Sprintf("pt_%027d", p) }
-func benchDeposit(d int) string { return fmt.Sprintf("dep_%027d", d) }
+// benchPartner and benchDeposit are ids as the service makes them (a
+// prefix and a KSUID: a timestamp, then random bytes), derived from their
+// number so that a filter can name them. Their shape matters: the subject
+// index is a radix tree, which shares common prefixes, so sequential
+// numbers would understate what a subject costs.
+func benchPartner(p int) string { return benchID(domain.PrefixPartner, 0, p) }
+func benchDeposit(d int) string { return benchID(domain.PrefixDeposit, d/100, d) }
+
+// benchID is prefix and a KSUID created at second s with a payload drawn
+// from n.
+func benchID(prefix string, s, n int) string {
+	sum := sha256.Sum256([]byte(prefix + strconv.Itoa(n)))
+	id, err := ksuid.FromParts(time.Unix(1_790_000_000+int64(s), 0), sum[:16])
+	if err != nil {
+		panic(err)
+	}
+	return prefix + id.String()
+}
 
 // subjectsMemory is what the child process measured after opening a ledger.
 type subjectsMemory struct {

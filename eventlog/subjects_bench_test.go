@@ -643,3 +643,90 @@ func BenchmarkGuardCost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGuardHeader compares, interleaved so that the disk's varying
+// sync latency (other processes share it) hits every kind alike, the
+// latency of a plain append and of appends guarded the ways the layouts
+// would guard them: 16 writers, each append drawing its kind at random.
+// Synced is serve's setting; unsynced leaves only the server's CPU cost,
+// where the guard's index look-up would show.
+func BenchmarkGuardHeader(b *testing.B) {
+	for _, unsynced := range []bool{false, true} {
+		name := "synced"
+		if unsynced {
+			name = "unsynced"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkGuardHeader(b, unsynced) })
+	}
+}
+
+func benchmarkGuardHeader(b *testing.B, unsynced bool) {
+	const writers = 16
+	ctx := context.Background()
+	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: b.TempDir(), Unsynced: unsynced})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "GUARD", Subjects: []string{"guard.>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	kinds := []string{"plain", "guard-literal", "guard-aggregate-wildcard(today)", "guard-partner-wildcard"}
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		total   = make([]time.Duration, len(kinds))
+		count   = make([]int, len(kinds))
+		wg      sync.WaitGroup
+		payload = []byte(strings.Repeat("x", 500))
+	)
+	b.ResetTimer()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var partnerLast uint64 // the writer is alone on its partner
+			for i := 0; next.Add(1) <= int64(b.N); i++ {
+				k := int(next.Load()+int64(w)) % len(kinds)
+				d := benchDeposit(w*1_000_000_000 + i)
+				subject := "guard.p." + d + ".pub.deposit.received"
+				var opts []jetstream.PublishOpt
+				switch kinds[k] {
+				case "guard-literal":
+					opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, subject))
+				case "guard-aggregate-wildcard(today)":
+					opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, "guard.p."+d+".>"))
+				case "guard-partner-wildcard":
+					subject = "guard.p" + strconv.Itoa(w) + ".pub.deposit.received"
+					opts = append(opts, jetstream.WithExpectLastSequenceForSubject(partnerLast, "guard.p"+strconv.Itoa(w)+".>"))
+				}
+				msg := nats.NewMsg(subject)
+				msg.Data = payload
+				start := time.Now()
+				ack, err := l.js.PublishMsg(ctx, msg, opts...)
+				took := time.Since(start)
+				if err != nil {
+					b.Error(kinds[k], err)
+					return
+				}
+				if kinds[k] == "guard-partner-wildcard" {
+					partnerLast = ack.Sequence
+				}
+				mu.Lock()
+				total[k] += took
+				count[k]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+	for k, kind := range kinds {
+		if count[k] > 0 {
+			b.ReportMetric(float64(total[k].Microseconds())/float64(count[k]), kind+"-µs")
+		}
+	}
+}

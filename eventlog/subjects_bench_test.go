@@ -35,9 +35,14 @@ import (
 // guard (Nats-Expected-Last-Subject-Sequence with -Subject) does and costs.
 // /work/notes/subjects-finding.md quotes the figures:
 //
-//	go test ./eventlog -run '^$' -bench 'SubjectsMemory' -benchtime 1x -timeout 60m
-//	go test ./eventlog -run '^$' -bench 'GuardCost' -benchtime 4000x -count 2
+//	go test ./eventlog -run '^$' -bench 'SubjectsMemory' -benchtime 1x -timeout 90m
+//	go test ./eventlog -run '^$' -bench 'GuardHeader' -benchtime 8000x -count 5
+//	go test ./eventlog -run '^$' -bench 'GuardCost' -benchtime 4000x -count 5
 //	go test ./eventlog -run 'TestExpectedLastSubjectSequence' -count 1
+//
+// SubjectsMemory takes about 3 minutes per case, mostly waiting for the
+// file store's expiries; its figures are per process, so the sizes can run
+// at once: -bench 'SubjectsMemory//msgs=200000$' and so on.
 
 // subjectsPartners is how many partners the deposits of a fill spread over.
 const subjectsPartners = 1000

@@ -288,8 +288,9 @@ func readAllRaw(ctx context.Context, l *Ledger, filter string) (int, error) {
 // process and reports the Go heap in use and the resident set the store
 // holds after recovery, after loading one deposit's history and after
 // reading one partner's public events, and again once the file store's
-// block caches (10 s) and per-block subject state (2 min) have expired. Each sub-benchmark does its work
-// once whatever b.N is: run it with -benchtime 1x.
+// block caches (10 s) and per-block subject state (2 min) have expired.
+// Each sub-benchmark does its work once whatever b.N is: run it with
+// -benchtime 1x.
 func BenchmarkSubjectsMemory(b *testing.B) {
 	b.Run("empty", func(b *testing.B) { benchmarkSubjectsMemory(b, subjectsLayouts[0], 0) })
 	// 2M messages are 1M deposits: the 1M public events.
@@ -652,7 +653,7 @@ func BenchmarkGuardCost(b *testing.B) {
 // BenchmarkGuardHeader compares, interleaved so that the disk's varying
 // sync latency (other processes share it) hits every kind alike, the
 // latency of a plain append and of appends guarded the ways the layouts
-// would guard them: 16 writers, each append drawing its kind at random.
+// would guard them: 16 writers, the kinds taking turns.
 // Synced is serve's setting; unsynced leaves only the server's CPU cost,
 // where the guard's index look-up would show.
 func BenchmarkGuardHeader(b *testing.B) {

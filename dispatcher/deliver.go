@@ -280,7 +280,7 @@ const (
 // deliveries, whether pushed at once or taken from the queue, all go
 // through it.
 func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (verdict, time.Duration, domain.DeliveryOutcome) {
-	ep, secret, ok, err := d.endpointOf(j.Partner, j.Endpoint)
+	ep, sign, signed, ok, err := d.endpointOf(j.Partner, j.Endpoint)
 	if err != nil {
 		d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook delivery: endpoint lookup")
 		return later, time.Second, ""
@@ -291,19 +291,19 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	if !ep.Enabled() {
 		return settled, 0, "" // disabled: nothing new, retries included; enabling replays nothing
 	}
-	if secret == "" {
-		opened, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
+	if !signed {
+		secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
 		if err != nil {
 			d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).
 				Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
 			return later, time.Minute, ""
 		}
-		secret = string(opened)
-		d.endpoints.keepSecret(ep.ID, secret)
+		sign = domain.NewWebhookSigner(string(secret))
+		d.endpoints.keepSigner(ep.ID, sign)
 	}
 	at := time.Now()
 	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
-	res := d.sender.send(sctx, ep.URL, secret, j.EventID, j.Attempt, rec.Data)
+	res := d.sender.send(sctx, ep.URL, sign, j.EventID, j.Attempt, rec.Data)
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
 		return interrupted, 0, res.outcome
@@ -355,15 +355,15 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 }
 
 // endpointOf returns the partner's endpoint from the endpoint table, with
-// its secret when already opened. An endpoint the table does not hold is
-// looked up in the projections, as before the table, so a lag of the table
-// never drops a job.
-func (d *Dispatcher) endpointOf(partner, id string) (projections.WebhookEndpoint, string, bool, error) {
-	if ep, secret, ok := d.endpoints.get(partner, id); ok {
-		return ep, secret, true, nil
+// its signer when its secret was already opened. An endpoint the table does
+// not hold is looked up in the projections, as before the table, so a lag of
+// the table never drops a job.
+func (d *Dispatcher) endpointOf(partner, id string) (ep projections.WebhookEndpoint, sign domain.WebhookSigner, signed, ok bool, err error) {
+	if ep, sign, signed, ok = d.endpoints.get(partner, id); ok {
+		return ep, sign, signed, true, nil
 	}
-	ep, ok, err := d.store.WebhookEndpoint(partner, id)
-	return ep, "", ok, err
+	ep, ok, err = d.store.WebhookEndpoint(partner, id)
+	return ep, sign, false, ok, err
 }
 
 // scheduleRetry stores the next attempt as a scheduled message that the
@@ -517,7 +517,7 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 		return domain.DeliveryAttempt{}, err
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, string(secret), ev.ID, 1, body)
+	res := d.sender.send(ctx, ep.URL, domain.NewWebhookSigner(string(secret)), ev.ID, 1, body)
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
 	attempt.FailingSince = d.failingSince(ctx, ep.PartnerID, ep.ID, res.outcome, at)
 	d.record(ctx, ep.PartnerID, attempt)

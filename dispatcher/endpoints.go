@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
@@ -33,9 +34,9 @@ type endpoints struct {
 	changed   chan struct{}
 	byID      map[string]projections.WebhookEndpoint
 	byPartner map[string][]projections.WebhookEndpoint
-	// secrets holds opened secrets by endpoint id; an endpoint's secret
-	// never changes, and a deleted endpoint's is dropped.
-	secrets map[string]string
+	// signers holds a signer by endpoint id, its secret opened once; an
+	// endpoint's secret never changes, and a deleted endpoint's is dropped.
+	signers map[string]domain.WebhookSigner
 	// okAt holds when this instance last saw an attempt to the endpoint
 	// succeed (unix nanoseconds): successes are logged without waiting, so
 	// the attempt log may not show the newest one yet when a failure reads it.
@@ -45,7 +46,7 @@ type endpoints struct {
 func newEndpoints() *endpoints {
 	return &endpoints{
 		changed: make(chan struct{}), byID: map[string]projections.WebhookEndpoint{},
-		byPartner: map[string][]projections.WebhookEndpoint{}, secrets: map[string]string{}, okAt: map[string]*atomic.Int64{},
+		byPartner: map[string][]projections.WebhookEndpoint{}, signers: map[string]domain.WebhookSigner{}, okAt: map[string]*atomic.Int64{},
 	}
 }
 
@@ -111,7 +112,7 @@ func (t *endpoints) fold(recs []eventlog.Record) error {
 		}
 		if projections.ApplyWebhookEndpointEvent(t.byID, rec, ev) {
 			if ev.Type == "webhook_endpoint.deleted" {
-				delete(t.secrets, ev.AggregateID)
+				delete(t.signers, ev.AggregateID)
 				delete(t.okAt, ev.AggregateID)
 			}
 			t.index(rec.Partner)
@@ -173,25 +174,25 @@ func (t *endpoints) ofPartner(partner string) []projections.WebhookEndpoint {
 	return t.byPartner[partner]
 }
 
-// get returns one of the partner's endpoints and its secret when already
-// opened.
-func (t *endpoints) get(partner, id string) (ep projections.WebhookEndpoint, secret string, ok bool) {
+// get returns one of the partner's endpoints, and its signer when its
+// secret was already opened.
+func (t *endpoints) get(partner, id string) (ep projections.WebhookEndpoint, sign domain.WebhookSigner, signed, ok bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	ep, ok = t.byID[id]
 	if !ok || ep.PartnerID != partner {
-		return projections.WebhookEndpoint{}, "", false
+		return projections.WebhookEndpoint{}, sign, false, false
 	}
-	return ep, t.secrets[id], true
+	sign, signed = t.signers[id]
+	return ep, sign, signed, true
 }
 
-// keepSecret remembers an endpoint's opened secret, while it is in the
-// table.
-func (t *endpoints) keepSecret(id, secret string) {
+// keepSigner remembers an endpoint's signer, while it is in the table.
+func (t *endpoints) keepSigner(id string, sign domain.WebhookSigner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.byID[id]; ok {
-		t.secrets[id] = secret
+		t.signers[id] = sign
 	}
 }
 

@@ -408,7 +408,7 @@ func (d *Dispatcher) failingSince(ctx context.Context, partner, endpoint string,
 	if err != nil {
 		d.log.Warn().Err(err).Str("endpoint_id", endpoint).Msg("webhook attempt log unreadable; a new run of failures starts")
 	}
-	if ok := d.endpoints.lastSuccess(endpoint); !ok.IsZero() && (prev == nil || ok.After(prev.AttemptedAt)) {
+	if okAt := d.endpoints.lastSuccess(endpoint); !okAt.IsZero() && (prev == nil || okAt.After(prev.AttemptedAt)) {
 		prev = nil
 	}
 	return domain.FailingSince(prev, outcome, at)

@@ -280,10 +280,9 @@ const (
 // deliveries, whether pushed at once or taken from the queue, all go
 // through it.
 func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (verdict, time.Duration, domain.DeliveryOutcome) {
-	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).Logger()
-	ep, ok, err := d.store.WebhookEndpoint(j.Partner, j.Endpoint)
+	ep, sign, signed, ok, err := d.endpointOf(j.Partner, j.Endpoint)
 	if err != nil {
-		log.Error().Err(err).Msg("webhook delivery: endpoint lookup")
+		d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook delivery: endpoint lookup")
 		return later, time.Second, ""
 	}
 	if !ok {
@@ -292,14 +291,19 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	if !ep.Enabled() {
 		return settled, 0, "" // disabled: nothing new, retries included; enabling replays nothing
 	}
-	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
-	if err != nil {
-		log.Error().Err(err).Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
-		return later, time.Minute, ""
+	if !signed {
+		secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
+		if err != nil {
+			d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).
+				Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
+			return later, time.Minute, ""
+		}
+		sign = domain.NewWebhookSigner(string(secret))
+		d.endpoints.keepSigner(ep.ID, sign)
 	}
 	at := time.Now()
 	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
-	res := d.sender.send(sctx, ep.URL, string(secret), j.EventID, j.Attempt, rec.Data)
+	res := d.sender.send(sctx, ep.URL, sign, j.EventID, j.Attempt, rec.Data)
 	endAttemptSpan(span, res)
 	if ctx.Err() != nil && res.outcome != domain.DeliverySucceeded {
 		return interrupted, 0, res.outcome
@@ -309,12 +313,21 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	if j.AttemptID != "" {
 		attempt.ID = j.AttemptID
 	}
-	attempt.FailingSince = d.failingSince(ctx, j.Partner, ep.ID, res.outcome, at)
-	log = log.With().Str("partner_id", j.Partner).Str("event_type", j.EventType).Str("outcome", string(res.outcome)).
-		Int("status", res.status).Dur("duration", res.duration).Logger()
 	if res.outcome == domain.DeliverySucceeded {
-		log.Debug().Msg("webhook attempt succeeded")
-	} else if attempt.FailingSince != nil && at.Sub(*attempt.FailingSince) >= d.cfg.DisableAfter {
+		// The common case writes nothing the delivery waits for: the
+		// attempt log is an operational record, persisted asynchronously.
+		d.endpoints.succeeded(ep.ID, at)
+		d.log.Debug().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).
+			Str("partner_id", j.Partner).Str("event_type", j.EventType).Int("status", res.status).Dur("duration", res.duration).
+			Msg("webhook attempt succeeded")
+		d.recordLater(ctx, j.Partner, attempt)
+		return settled, 0, res.outcome
+	}
+	attempt.FailingSince = d.failingSince(ctx, j.Partner, ep.ID, res.outcome, at)
+	log := d.log.With().Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Int("attempt", j.Attempt).
+		Str("partner_id", j.Partner).Str("event_type", j.EventType).Str("outcome", string(res.outcome)).
+		Int("status", res.status).Dur("duration", res.duration).Logger()
+	if attempt.FailingSince != nil && at.Sub(*attempt.FailingSince) >= d.cfg.DisableAfter {
 		log.Error().Str("reason", res.err).Time("failing_since", *attempt.FailingSince).
 			Msg("webhook endpoint: every attempt failed for the disable-after span; disabling it (reason failing)")
 		d.record(ctx, j.Partner, attempt)
@@ -339,6 +352,18 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	}
 	d.record(ctx, j.Partner, attempt)
 	return settled, 0, res.outcome
+}
+
+// endpointOf returns the partner's endpoint from the endpoint table, with
+// its signer when its secret was already opened. An endpoint the table does
+// not hold is looked up in the projections, as before the table, so a lag of
+// the table never drops a job.
+func (d *Dispatcher) endpointOf(partner, id string) (ep projections.WebhookEndpoint, sign domain.WebhookSigner, signed, ok bool, err error) {
+	if ep, sign, signed, ok = d.endpoints.get(partner, id); ok {
+		return ep, sign, signed, true, nil
+	}
+	ep, ok, err = d.store.WebhookEndpoint(partner, id)
+	return ep, sign, false, ok, err
 }
 
 // scheduleRetry stores the next attempt as a scheduled message that the
@@ -370,7 +395,9 @@ func (d *Dispatcher) requeue(m eventlog.Job, j job) {
 // failingSince is when the endpoint's run of failed attempts began, this
 // attempt included (see domain.FailingSince). The previous attempt is read
 // from the attempt log, which every instance writes, so the run spans
-// instances and restarts. Only failures read it.
+// instances and restarts; a success this instance saw after it (logged
+// without waiting, so perhaps not stored yet) ends the run. Only failures
+// read it.
 func (d *Dispatcher) failingSince(ctx context.Context, partner, endpoint string, outcome domain.DeliveryOutcome, at time.Time) *time.Time {
 	if outcome == domain.DeliverySucceeded {
 		return nil
@@ -380,6 +407,9 @@ func (d *Dispatcher) failingSince(ctx context.Context, partner, endpoint string,
 	prev, err := d.attempts.Newest(ctx, partner, endpoint)
 	if err != nil {
 		d.log.Warn().Err(err).Str("endpoint_id", endpoint).Msg("webhook attempt log unreadable; a new run of failures starts")
+	}
+	if okAt := d.endpoints.lastSuccess(endpoint); !okAt.IsZero() && (prev == nil || okAt.After(prev.AttemptedAt)) {
+		prev = nil
 	}
 	return domain.FailingSince(prev, outcome, at)
 }
@@ -402,6 +432,19 @@ func (d *Dispatcher) record(ctx context.Context, partner string, at domain.Deliv
 	defer cancel()
 	if err := d.attempts.Record(ctx, partner, at); err != nil {
 		d.log.Error().Err(err).Str("endpoint_id", at.EndpointID).Msg("webhook attempt not logged")
+	}
+}
+
+// recordLater logs an attempt without waiting for the server to store it,
+// in order with this instance's other records; when too many are already on
+// their way it waits, as record does.
+func (d *Dispatcher) recordLater(ctx context.Context, partner string, at domain.DeliveryAttempt) {
+	endpoint := at.EndpointID
+	err := d.attempts.RecordAsync(partner, at, func(err error) {
+		d.log.Error().Err(err).Str("endpoint_id", endpoint).Msg("webhook attempt not logged")
+	})
+	if err != nil {
+		d.record(ctx, partner, at)
 	}
 }
 
@@ -474,7 +517,7 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 		return domain.DeliveryAttempt{}, err
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, string(secret), ev.ID, 1, body)
+	res := d.sender.send(ctx, ep.URL, domain.NewWebhookSigner(string(secret)), ev.ID, 1, body)
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
 	attempt.FailingSince = d.failingSince(ctx, ep.PartnerID, ep.ID, res.outcome, at)
 	d.record(ctx, ep.PartnerID, attempt)

@@ -94,6 +94,8 @@ type Dispatcher struct {
 	seal     *eventlog.Sealer
 	attempts *eventlog.AttemptLog
 	guard    *guard
+	// endpoints is the in-memory table of endpoints (endpoints.go).
+	endpoints *endpoints
 
 	recoveries *eventlog.Recoveries
 	// instance names this process as the owner of the recoveries it runs.
@@ -138,7 +140,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
 	disp := &Dispatcher{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
-		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g,
+		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
 		recoveries: d.Recoveries, instance: domain.NewID(""),
@@ -198,7 +200,11 @@ func (d *Dispatcher) CheckURL(ctx context.Context, rawURL string) error {
 // attempts under way. Interrupted attempts are put back on the queue.
 func (d *Dispatcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		d.runEndpoints(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		d.runFanOut(ctx)
@@ -230,6 +236,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		}
 	}
 	d.jobs.Wait()
+	// The attempts logged without waiting are stored before the connection
+	// closes.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.attempts.Settle(sctx)
 }
 
 // pause waits for d or the end of ctx.

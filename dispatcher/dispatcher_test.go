@@ -128,7 +128,7 @@ func TestDialRefusesRebinding(t *testing.T) {
 	}
 	r.addr.Store("127.0.0.1")
 	s := newSender(g, 2*time.Second, 1)
-	res := s.send(context.Background(), url, "whsec_x", "evt_x", 1, []byte(`{}`))
+	res := s.send(context.Background(), url, domain.NewWebhookSigner("whsec_x"), "evt_x", 1, []byte(`{}`))
 	if res.outcome != domain.DeliveryNetworkError || res.status != 0 || !strings.Contains(res.err, "may not connect") {
 		t.Fatalf("delivery to a rebound name: %+v", res)
 	}

@@ -4,12 +4,20 @@
 // instances split deliveries between them and a delivery's state survives a
 // restart or moves to another instance:
 //
+//   - Endpoint table (endpoints.go): every instance keeps every endpoint in
+//     memory, loaded from the projections and then following the ledger
+//     itself, so neither the fan-out nor an attempt reads or decodes an
+//     endpoint from the projections file, and an endpoint's secret is opened
+//     once.
 //   - Fan-out: a durable consumer on the ledger's public events, shared by all
-//     instances. For each batch it waits until the local projections have
-//     applied it (so they know every endpoint created or deleted before each
-//     event), finds the partner's endpoints subscribed to each event's type,
-//     and pushes one first attempt per endpoint to that endpoint's pusher in
-//     this instance, with the event's bytes in hand. The ledger event is
+//     instances. For each batch it waits until the endpoint table has
+//     followed the ledger past it (so it knows every endpoint created or
+//     deleted before each event), finds the partner's endpoints subscribed to
+//     each event's type, and pushes one first attempt per endpoint to that
+//     endpoint's pusher in this instance, with the event's bytes in hand.
+//     It does not wait for the projections: a delivery may reach the partner
+//     a few milliseconds before this instance's feed and reads show its
+//     event (as it always could before another instance's). The ledger event is
 //     acknowledged once all its jobs are settled; until then the consumer
 //     hands it out again after a crash (delivery is at least once).
 //   - Push (push.go): an endpoint's pusher runs --webhook-concurrency attempts
@@ -25,7 +33,8 @@
 //     as a JetStream scheduled message (Nats-Schedule: @at ...), which the
 //     server moves back onto the endpoint's queue when it is due. Waiting
 //     retries hold no consumer slot and no memory, and survive restarts.
-//   - Attempts go to the attempt log (eventlog.AttemptLog), never the ledger.
+//   - Attempts go to the attempt log (eventlog.AttemptLog), never the ledger;
+//     a success is logged without waiting for the server.
 //     Each carries the start of the endpoint's run of failures; once every
 //     attempt failed for Config.DisableAfter the endpoint is disabled
 //     (app.Service.FailEndpoint). A disabled endpoint gets no job and its

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
-	"github.com/partnergiving/giving/projections"
 )
 
 // job is one delivery of one event to one endpoint, at one attempt. The
@@ -30,10 +30,10 @@ type job struct {
 const (
 	// fanOutBatch bounds how many ledger events one round fans out.
 	fanOutBatch = 256
-	// projectionWait bounds how long the fan-out waits for the local
-	// projections to know an event's endpoints before it lets the event be
+	// tableWait bounds how long the fan-out waits for the endpoint
+	// table to know an event's endpoints before it lets the event be
 	// redelivered.
-	projectionWait = 30 * time.Second
+	tableWait = 30 * time.Second
 	// enqueueWait bounds the wait for the queue to store a round's jobs.
 	enqueueWait = 10 * time.Second
 )
@@ -64,29 +64,28 @@ func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
 const retryFanOut = time.Second
 
 // fanOutRound turns a batch of events into first attempts. It first waits
-// until the local projections have applied the batch, so they know every
-// endpoint created or deleted before each event (no lookup in the ledger),
-// then pushes each job to its endpoint's pusher, or spills it to the
-// delivery queue when the pusher is full. It never waits for an attempt:
-// each event is acknowledged by its settlement once all its jobs are
-// settled.
+// until the endpoint table has followed the ledger past the batch, so it
+// knows every endpoint created or deleted before each event (no lookup in
+// the ledger, no read of the projections), then pushes each job to its
+// endpoint's pusher, or spills it to the delivery queue when the pusher is
+// full. It never waits for an attempt: each event is acknowledged by its
+// settlement once all its jobs are settled.
 func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
-	wctx, cancel := context.WithTimeout(ctx, projectionWait)
-	err := d.store.WaitFor(wctx, batch[len(batch)-1].Record.Seq)
+	wctx, cancel := context.WithTimeout(ctx, tableWait)
+	err := d.endpoints.waitFor(wctx, batch[len(batch)-1].Record.Seq)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Error().Err(err).Msg("webhook fan-out: projections lag; will retry")
+			d.log.Error().Err(err).Msg("webhook fan-out: endpoint table lags; will retry")
 		}
 		for _, m := range batch {
 			m.Retry(retryFanOut)
 		}
 		return
 	}
-	known := map[string][]projections.WebhookEndpoint{}
 	var spills []spill
 	for _, m := range batch {
-		jobs, err := d.jobsOf(m.Record, known)
+		jobs, err := d.jobsOf(m.Record)
 		if err != nil {
 			d.log.Error().Err(err).Uint64("seq", m.Record.Seq).Msg("webhook fan-out: event unreadable; dropped")
 			m.Drop()
@@ -131,27 +130,19 @@ func (d *Dispatcher) settleSpills(ctx context.Context, spills []spill) {
 // jobsOf lists the first attempts of an event: one per enabled endpoint of
 // its partner that subscribes to its type and existed before it. A disabled
 // endpoint gets nothing; the event stays on the feed.
-func (d *Dispatcher) jobsOf(rec eventlog.Record, known map[string][]projections.WebhookEndpoint) ([]job, error) {
-	endpoints, ok := known[rec.Partner]
-	if !ok {
-		var err error
-		if endpoints, _, _, err = d.store.WebhookEndpoints(rec.Partner, nil, 0); err != nil {
-			return nil, err
-		}
-		known[rec.Partner] = endpoints
-	}
+func (d *Dispatcher) jobsOf(rec eventlog.Record) ([]job, error) {
 	var eventID string
 	var jobs []job
-	for _, ep := range endpoints {
+	for _, ep := range d.endpoints.ofPartner(rec.Partner) {
 		if ep.Seq >= rec.Seq || !ep.Enabled() || !ep.Subscribes(rec.Type) {
 			continue
 		}
 		if eventID == "" {
-			ev, err := rec.Event()
+			id, err := domain.EnvelopeEventID(rec.Data)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("record %d: %w", rec.Seq, err)
 			}
-			eventID = ev.ID
+			eventID = id
 		}
 		jobs = append(jobs, job{Seq: rec.Seq, EventID: eventID, EventType: rec.Type, Partner: rec.Partner, Endpoint: ep.ID, Attempt: 1})
 	}

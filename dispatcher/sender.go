@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"syscall"
 	"time"
 
@@ -60,30 +59,24 @@ type result struct {
 }
 
 // send POSTs body, the envelope of event id, to the receiver as attempt n,
-// signed with secret by domain.WebhookHeaders.
-func (s *sender) send(ctx context.Context, rawURL, secret, id string, n int, body []byte) result {
+// signed by sign (domain.WebhookHeaders).
+func (s *sender) send(ctx context.Context, rawURL string, sign domain.WebhookSigner, id string, n int, body []byte) result {
 	start := time.Now()
-	r := s.post(ctx, rawURL, secret, id, n, body)
+	r := s.post(ctx, rawURL, sign, id, n, body)
 	r.duration = time.Since(start)
 	return r
 }
 
-func (s *sender) post(ctx context.Context, rawURL, secret, id string, n int, body []byte) result {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && s.guard.policy.AllowHTTP)) {
-		return result{outcome: domain.DeliveryNetworkError, err: "the address is not an https URL"}
-	}
+func (s *sender) post(ctx context.Context, rawURL string, sign domain.WebhookSigner, id string, n int, body []byte) result {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
-	if err != nil {
-		return result{outcome: domain.DeliveryNetworkError, err: "the address cannot be requested"}
+	if err != nil || (req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && s.guard.policy.AllowHTTP)) {
+		return result{outcome: domain.DeliveryNetworkError, err: "the address is not an https URL"}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", domain.WebhookUserAgent)
-	for k, v := range domain.WebhookHeaders(secret, id, n, time.Now(), body) {
-		req.Header.Set(k, v)
-	}
+	sign.Headers(id, n, time.Now(), body, req.Header.Set)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return s.failure(err)

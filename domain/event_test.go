@@ -166,3 +166,27 @@ func TestIDs(t *testing.T) {
 		t.Fatal("ids repeat")
 	}
 }
+
+func TestEnvelopeEventID(t *testing.T) {
+	ev := domain.NewEvent("pt_a", "dep_1", "ch_1", time.Now(), &domain.DepositReceived{DepositID: "dep_1", Amount: 1010, Currency: "USD"})
+	data, err := ev.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Envelope writes it, and reordered (read by decoding the id).
+	reordered := `{"event_type":"deposit.received","event_id":"` + ev.ID + `","payload":{}}`
+	for _, in := range [][]byte{data, []byte(reordered), []byte(` {"event_id":"a\u0062c"}`)} {
+		want := ev.ID
+		if strings.Contains(string(in), `\u0062`) {
+			want = "abc"
+		}
+		if got, err := domain.EnvelopeEventID(in); err != nil || got != want {
+			t.Errorf("EnvelopeEventID(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`{"event_id":"abc`, `{}`, `not json`} {
+		if got, err := domain.EnvelopeEventID([]byte(bad)); err == nil {
+			t.Errorf("EnvelopeEventID(%s) = %q, want an error", bad, got)
+		}
+	}
+}

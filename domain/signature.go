@@ -56,21 +56,45 @@ func Sign(secret []byte, t time.Time, body []byte) string {
 // test, resent and recovered deliveries and `giving listen`'s forwards all
 // carry exactly these.
 func WebhookHeaders(secret, id string, attempt int, t time.Time, body []byte) map[string]string {
-	return map[string]string{
-		WebhookSignatureHeader:  Sign([]byte(secret), t, body),
-		StandardIDHeader:        id,
-		StandardTimestampHeader: strconv.FormatInt(t.Unix(), 10),
-		StandardSignatureHeader: SignStandard(secret, id, t, body),
-		WebhookAttemptHeader:    strconv.Itoa(attempt),
-	}
+	h := make(map[string]string, 5)
+	NewWebhookSigner(secret).Headers(id, attempt, t, body, func(k, v string) { h[k] = v })
+	return h
+}
+
+// WebhookSigner makes WebhookHeaders with one secret, its keys derived
+// once: for a sender that signs many deliveries to one endpoint.
+type WebhookSigner struct {
+	secret, standard []byte
+}
+
+// NewWebhookSigner derives the keys of secret.
+func NewWebhookSigner(secret string) WebhookSigner {
+	return WebhookSigner{secret: []byte(secret), standard: StandardKey(secret)}
+}
+
+// Headers hands set, one by one, the headers WebhookHeaders returns.
+func (s WebhookSigner) Headers(id string, attempt int, t time.Time, body []byte, set func(k, v string)) {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	set(WebhookSignatureHeader, "t="+ts+",v1="+hex.EncodeToString(mac(s.secret, ts, body)))
+	set(StandardIDHeader, id)
+	set(StandardTimestampHeader, ts)
+	set(StandardSignatureHeader, signStandard(s.standard, id, ts, body))
+	set(WebhookAttemptHeader, strconv.Itoa(attempt))
 }
 
 // SignStandard returns the Standard Webhooks signature of body:
 // "v1,<base64 of HMAC-SHA256 over "<id>.<unix t>.<body>">", keyed with
 // StandardKey(secret).
 func SignStandard(secret, id string, t time.Time, body []byte) string {
-	m := hmac.New(sha256.New, StandardKey(secret))
-	m.Write([]byte(id + "." + strconv.FormatInt(t.Unix(), 10) + "."))
+	return signStandard(StandardKey(secret), id, strconv.FormatInt(t.Unix(), 10), body)
+}
+
+func signStandard(key []byte, id, ts string, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
 	m.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -86,6 +87,51 @@ func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.Deliv
 		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	return nil
+}
+
+// recordAckWait bounds how long RecordAsync waits for the server's
+// acknowledgement before it reports the attempt lost.
+const recordAckWait = 30 * time.Second
+
+// RecordAsync appends one attempt without waiting for the server: when it
+// returns the attempt is on its way, in order with this process's other
+// records. lost hears, on a goroutine of its own, of an attempt the server
+// did not acknowledge. An error (too many records already on their way, or
+// an unsafe subject) means it was not sent.
+func (a *AttemptLog) RecordAsync(partner string, at domain.DeliveryAttempt, lost func(error)) error {
+	subject, err := a.subject(partner, at.EndpointID)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(at)
+	if err != nil {
+		return natsErr("attempt log", err)
+	}
+	f, err := a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
+	if err != nil {
+		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
+	}
+	go func() {
+		t := time.NewTimer(recordAckWait)
+		defer t.Stop()
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			lost(natsErr(fmt.Sprintf("attempt log %s", subject), err))
+		case <-t.C:
+			lost(fmt.Errorf("attempt log %s: not acknowledged within %s", subject, recordAckWait))
+		}
+	}()
+	return nil
+}
+
+// Settle waits until the server has acknowledged every attempt RecordAsync
+// sent, or ctx ends.
+func (a *AttemptLog) Settle(ctx context.Context) {
+	select {
+	case <-a.l.js.PublishAsyncComplete():
+	case <-ctx.Done():
+	}
 }
 
 // Last returns the endpoint's kept attempts, newest first.

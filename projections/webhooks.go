@@ -125,8 +125,16 @@ func (s *Store) WebhookEndpointsChanged() (uint64, error) {
 // AllWebhookEndpoints lists every existing endpoint of every partner, for the
 // dispatcher to run a delivery worker per endpoint.
 func (s *Store) AllWebhookEndpoints() ([]WebhookEndpoint, error) {
-	var out []WebhookEndpoint
-	err := s.view(func(tx *bolt.Tx) error {
+	out, _, err := s.AllWebhookEndpointsAt()
+	return out, err
+}
+
+// AllWebhookEndpointsAt is AllWebhookEndpoints with the sequence of the last
+// event applied, read together: the dispatcher keeps its own table of
+// endpoints from there on by following the ledger.
+func (s *Store) AllWebhookEndpointsAt() (out []WebhookEndpoint, applied uint64, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		applied = readApplied(tx)
 		return tx.Bucket(bucketEndpoints).ForEach(func(_, v []byte) error {
 			var ep WebhookEndpoint
 			if err := json.Unmarshal(v, &ep); err != nil {
@@ -136,7 +144,31 @@ func (s *Store) AllWebhookEndpoints() ([]WebhookEndpoint, error) {
 			return nil
 		})
 	})
-	return out, err
+	return out, applied, err
+}
+
+// ApplyWebhookEndpointEvent folds one webhook_endpoint event into a table of
+// endpoints by id, as the read model does: created adds the endpoint (with
+// its sequence), deleted removes it, the others change it in place. It
+// reports whether the event was one of those.
+func ApplyWebhookEndpointEvent(table map[string]WebhookEndpoint, rec eventlog.Record, ev domain.Event) bool {
+	switch ev.Type {
+	case "webhook_endpoint.created":
+		var ep WebhookEndpoint
+		ep.Apply(ev)
+		ep.Seq = rec.Seq
+		table[ep.ID] = ep
+	case "webhook_endpoint.deleted":
+		delete(table, ev.AggregateID)
+	case "webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled":
+		if ep, ok := table[ev.AggregateID]; ok {
+			ep.Apply(ev)
+			table[ev.AggregateID] = ep
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 func endpointKey(partner, id string) []byte { return []byte(partner + "/" + id) }

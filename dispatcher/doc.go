@@ -15,9 +15,9 @@
 //     deleted before each event), finds the partner's endpoints subscribed to
 //     each event's type, and pushes one first attempt per endpoint to that
 //     endpoint's pusher in this instance, with the event's bytes in hand.
-//     It does not wait for the projections: a delivery may reach the partner
-//     a few milliseconds before this instance's feed and reads show its
-//     event (as it always could before another instance's). The ledger event is
+//     It also waits for this instance's projections, so a partner reading
+//     the event (GET /v1/events/{id}) or its resource from this instance on
+//     receiving the webhook finds it. The ledger event is
 //     acknowledged once all its jobs are settled; until then the consumer
 //     hands it out again after a crash (delivery is at least once).
 //   - Push (push.go): an endpoint's pusher runs --webhook-concurrency attempts

@@ -30,10 +30,10 @@ type job struct {
 const (
 	// fanOutBatch bounds how many ledger events one round fans out.
 	fanOutBatch = 256
-	// tableWait bounds how long the fan-out waits for the endpoint
-	// table to know an event's endpoints before it lets the event be
+	// readyWait bounds how long the fan-out waits for the endpoint table
+	// and the projections to reach an event before it lets the event be
 	// redelivered.
-	tableWait = 30 * time.Second
+	readyWait = 30 * time.Second
 	// enqueueWait bounds the wait for the queue to store a round's jobs.
 	enqueueWait = 10 * time.Second
 )
@@ -66,17 +66,23 @@ const retryFanOut = time.Second
 // fanOutRound turns a batch of events into first attempts. It first waits
 // until the endpoint table has followed the ledger past the batch, so it
 // knows every endpoint created or deleted before each event (no lookup in
-// the ledger, no read of the projections), then pushes each job to its
-// endpoint's pusher, or spills it to the delivery queue when the pusher is
-// full. It never waits for an attempt: each event is acknowledged by its
-// settlement once all its jobs are settled.
+// the ledger, no read of the projections), and until this instance's
+// projections have applied it, so a partner who reads the event or its
+// resource here on receiving the webhook finds it. Then it pushes each job
+// to its endpoint's pusher, or spills it to the delivery queue when the
+// pusher is full. It never waits for an attempt: each event is acknowledged
+// by its settlement once all its jobs are settled.
 func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
-	wctx, cancel := context.WithTimeout(ctx, tableWait)
-	err := d.endpoints.waitFor(wctx, batch[len(batch)-1].Record.Seq)
+	seq := batch[len(batch)-1].Record.Seq
+	wctx, cancel := context.WithTimeout(ctx, readyWait)
+	err := d.endpoints.waitFor(wctx, seq)
+	if err == nil {
+		err = d.store.WaitFor(wctx, seq)
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Error().Err(err).Msg("webhook fan-out: endpoint table lags; will retry")
+			d.log.Error().Err(err).Msg("webhook fan-out: the endpoint table or the projections lag; will retry")
 		}
 		for _, m := range batch {
 			m.Retry(retryFanOut)

@@ -168,16 +168,14 @@ func EnvelopeEventID(data []byte) (string, error) {
 			return string(rest[:end]), nil
 		}
 	}
-	var env struct {
-		EventID string `json:"event_id"`
+	h, err := ReadEnvelopeHeader(data)
+	if err != nil {
+		return "", err
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
-		return "", fmt.Errorf("decode envelope: %w", err)
-	}
-	if env.EventID == "" {
+	if h.ID == "" {
 		return "", fmt.Errorf("decode envelope: no event_id")
 	}
-	return env.EventID, nil
+	return h.ID, nil
 }
 
 func decodeEnvelope(partnerID, aggregateID string, data []byte, lookup func(string) (EventSpec, bool)) (Event, error) {

@@ -833,3 +833,48 @@ func TestWebhookTimeoutAndRedirectAreFailures(t *testing.T) {
 	slow.verifyAll(t, slowEp.Secret)
 	redirect.verifyAll(t, redirectEp.Secret)
 }
+
+// A partner that, on receiving a webhook, reads the event back from the
+// instance that sent it finds it: the dispatcher sends an event only once
+// that instance's projections hold it. The receiver reads each event
+// (GET /v1/events/{id}) while the delivery is still open, for a stream of
+// deposits made as fast as the partner can. (On this machine the fan-out's
+// consumer trails the projector anyway, so the test passes without the wait
+// too; it holds the property against a dispatcher that gets ahead of the
+// projections.)
+func TestAWebhookIsReadableWhereItCameFromWhenItArrives(t *testing.T) {
+	ts := startStack(t)
+	c, _ := ts.partner(t)
+	church := importChurch(t, c, "Readable Chapel")
+	var (
+		mu     sync.Mutex
+		unread []string
+	)
+	rc := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) int {
+		id := r.Header.Get("webhook-id")
+		if got := c.Do(http.MethodGet, "/v1/events/"+id, nil, nil); got.Status != http.StatusOK {
+			mu.Lock()
+			unread = append(unread, id+": "+strconv.Itoa(got.Status))
+			mu.Unlock()
+		}
+		return http.StatusOK
+	})
+	createEndpoint(t, c, rc.URL, "deposit.received")
+	const deposits = 200
+	var wg sync.WaitGroup
+	for i := range deposits {
+		wg.Go(func() {
+			body := `{"church_id":"` + church + `","account_ref":"acct_` + strconv.Itoa(i) + `","amount":5.00}`
+			if r := c.Do(http.MethodPost, "/sandbox/simulate/deposit", body, nil); r.Status != http.StatusOK {
+				t.Errorf("deposit %d: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 30*time.Second, "every deposit's webhook", func() bool { return len(rc.accepted()) == deposits })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(unread) > 0 {
+		t.Fatalf("%d of %d events were not readable when their webhook arrived: %v", len(unread), deposits, unread)
+	}
+}

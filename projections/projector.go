@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/telemetry"
 )
@@ -91,9 +92,10 @@ func (p *Projector) followOnce(ctx context.Context) error {
 }
 
 func (p *Projector) follow(ctx context.Context) error {
-	return p.ledger.Follow(ctx, p.store.Applied()+1, maxBatch, func(recs []eventlog.Record) error {
-		return p.apply(ctx, recs)
-	})
+	pl := p.store.startPipeline(func(recs []eventlog.Record, evs []domain.Event) error {
+		return p.apply(ctx, recs, evs)
+	}, nil)
+	return followInto(ctx, p.ledger, pl, maxBatch, nil)
 }
 
 // maxLinks bounds the links of one apply span (the SDK's default limit).
@@ -102,7 +104,7 @@ const maxLinks = 128
 // apply applies one batch. A batch holding events appended under a traced
 // request gets a span linked to each of those appends, so a request's trace
 // shows when its write reached this instance's read side.
-func (p *Projector) apply(ctx context.Context, recs []eventlog.Record) error {
+func (p *Projector) apply(ctx context.Context, recs []eventlog.Record, evs []domain.Event) error {
 	var links []trace.Link
 	for _, r := range recs {
 		if l, ok := telemetry.LinkTo(r.Trace); ok && len(links) < maxLinks {
@@ -110,12 +112,12 @@ func (p *Projector) apply(ctx context.Context, recs []eventlog.Record) error {
 		}
 	}
 	if len(links) == 0 {
-		return p.store.Apply(recs)
+		return p.store.applyDecoded(recs, evs)
 	}
 	_, span := telemetry.Start(ctx, "projector.apply", trace.WithNewRoot(), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.Int("giving.events", len(recs)),
 			attribute.Int64("giving.first_seq", int64(recs[0].Seq)), attribute.Int64("giving.last_seq", int64(recs[len(recs)-1].Seq))))
-	err := p.store.Apply(recs)
+	err := p.store.applyDecoded(recs, evs)
 	telemetry.End(span, err)
 	return err
 }
@@ -185,15 +187,13 @@ func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progre
 // rebuild is one long write, so fewer, larger commits.
 const rebuildBatch = 10000
 
-// errCaughtUp ends a rebuild's read of the ledger.
-var errCaughtUp = errors.New("caught up")
-
 // catchUpFile applies the ledger to the file at path up to the ledger's last
 // sequence when it starts. It reads with an ordered consumer (the server
-// streams the ledger in order, no per-batch filter or pending count) and
-// commits without syncing each transaction; the file is synced once at the
-// end, before it can be swapped in, which is safe because a file that did
-// not finish is removed, never used.
+// streams the ledger in order, no per-batch filter or pending count),
+// through a pipeline (the next batch is read and decoded while the previous
+// one's transaction runs), and commits without syncing each transaction;
+// the file is synced once at the end, before it can be swapped in, which is
+// safe because a file that did not finish is removed, never used.
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
 	s, err := Open(path)
 	if err != nil {
@@ -206,20 +206,16 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	}
 	if s.Applied() < total {
 		s.db.NoSync = true
-		err := ledger.Follow(ctx, s.Applied()+1, rebuildBatch, func(recs []eventlog.Record) error {
-			if err := s.Apply(recs); err != nil {
-				return err
-			}
-			if progress != nil {
-				progress(s.Applied(), total)
-			}
-			if s.Applied() >= total {
-				return errCaughtUp
-			}
-			return nil
-		})
-		if !errors.Is(err, errCaughtUp) {
+		var committed func()
+		if progress != nil {
+			committed = func() { progress(s.Applied(), total) }
+		}
+		pl := s.startPipeline(nil, committed)
+		if err := followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total }); err != nil {
 			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
+		}
+		if s.Applied() < total {
+			return fmt.Errorf("rebuild: read stopped at %d of %d", s.Applied(), total)
 		}
 		s.db.NoSync = false
 		if err := s.db.Sync(); err != nil {

@@ -172,9 +172,15 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 	if err != nil {
 		return err
 	}
+	return s.applyDecoded(recs, evs)
+}
+
+// applyDecoded applies records, decoded into evs, in one transaction
+// together with the checkpoint.
+func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 	var last uint64
 	s.mu.RLock()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		last, err = applyBatch(tx, recs, evs)
 		return err

@@ -195,7 +195,7 @@ const rebuildBatch = 10000
 // the file is synced once at the end, before it can be swapped in, which is
 // safe because a file that did not finish is removed, never used.
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
-	s, err := Open(path)
+	s, err := openRebuild(path)
 	if err != nil {
 		return err
 	}

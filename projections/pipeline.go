@@ -109,6 +109,17 @@ func (p *pipeline) close() error {
 // ends, the read or a transaction fails, or stop reports true after a
 // batch was queued. It returns once every queued batch has been applied.
 func followInto(ctx context.Context, ledger *eventlog.Ledger, p *pipeline, batchSize int, stop func(last uint64) bool) error {
+	// A transaction failing ends the read at once, not when the next
+	// batch arrives (which, at the ledger's end, may take long).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.failed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := ledger.Follow(ctx, p.s.Applied()+1, batchSize, func(recs []eventlog.Record) error {
 		if err := p.add(ctx, recs); err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 // depositLedger fills an unsynced ledger with deposits as giving bench
 // does: each the internal deposit.credited and the public deposit.received,
 // spread over partners.
-func depositLedger(b *testing.B, deposits, partners int) *eventlog.Ledger {
+func depositLedger(b testing.TB, deposits, partners int) *eventlog.Ledger {
 	b.Helper()
 	ctx := context.Background()
 	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: b.TempDir(), Unsynced: true})
@@ -138,7 +138,7 @@ func BenchmarkApplyDecoded(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(recs)*b.N), "thread-cpu-µs/event")
 }
 
-func cpuTime(b *testing.B, who int) time.Duration {
+func cpuTime(b testing.TB, who int) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(who, &ru); err != nil {
 		b.Fatal(err)

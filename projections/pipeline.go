@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -39,8 +40,10 @@ type batch struct {
 }
 
 // pipelineDepth is how many decoded batches may wait for the applier:
-// one, so that the next decode overlaps the current transaction while the
-// memory held stays at three batches (applying, waiting, being read).
+// one, so that the next decode overlaps the current transaction. Held at
+// most: two batches in a transaction, one decoding, and what the reader
+// has buffered (eventlog.Follow: a batch in flight from the server and one
+// received).
 const pipelineDepth = 1
 
 func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, committed func()) *pipeline {
@@ -58,6 +61,16 @@ func (p *pipeline) run() {
 	for b := range p.queue {
 		if p.err != nil {
 			continue // drain until the follower stops adding
+		}
+		// A batch that came while the previous transaction ran joins
+		// this one: when the transactions are what holds the pipeline
+		// up, they grow to two batches, and commit half as often.
+		select {
+		case more, ok := <-p.queue:
+			if ok {
+				b = batch{recs: slices.Concat(b.recs, more.recs), evs: slices.Concat(b.evs, more.evs)}
+			}
+		default:
 		}
 		if err := p.apply(b.recs, b.evs); err != nil {
 			p.err = err

@@ -183,9 +183,11 @@ func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progre
 	return catchUpFile(ctx, ledger, path, progress)
 }
 
-// rebuildBatch is how many events one transaction of a rebuild applies: a
-// rebuild is one long write, so fewer, larger commits.
-const rebuildBatch = 10000
+// rebuildBatch is how many events a rebuild reads at a time; a transaction
+// applies one or two batches (see pipeline). A rebuild is one long write,
+// so fewer, larger commits; each batch read, decoded or waiting is held in
+// memory, five at most.
+const rebuildBatch = 5000
 
 // catchUpFile applies the ledger to the file at path up to the ledger's last
 // sequence when it starts. It reads with an ordered consumer (the server

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -212,8 +213,15 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		if progress != nil {
 			committed = func() { progress(s.Applied(), total) }
 		}
-		pl := s.startPipeline(nil, committed)
-		if err := followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total }); err != nil {
+		// The label marks the rebuild's goroutines (reader, decoders,
+		// applier) in a CPU profile: go tool pprof -tagfocus
+		// projections=rebuild.
+		var err error
+		pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
+			pl := s.startPipeline(nil, committed)
+			err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
+		})
+		if err != nil {
 			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
 		}
 		if s.Applied() < total {

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -187,6 +188,52 @@ func TestEnvelopeEventID(t *testing.T) {
 	for _, bad := range []string{`{"event_id":"abc`, `{}`, `not json`} {
 		if got, err := domain.EnvelopeEventID([]byte(bad)); err == nil {
 			t.Errorf("EnvelopeEventID(%s) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// DecodeStoredAs decodes in one pass what DecodeStored decodes in two: the
+// same event from the same bytes, and the same refusal of bad ones.
+func TestDecodeStoredAsMatchesDecodeStored(t *testing.T) {
+	at := "2026-01-01T00:00:00.000Z"
+	enrollment := domain.NewEvent("pt_a", "en_1", "ch_1", time.Now(), &domain.EnrollmentCreated{
+		EnrollmentID: "en_1", DonorSessionID: "ds_1", Status: domain.EnrollmentPending, Mode: domain.ModeFixed, Value: 2550,
+	})
+	data, err := enrollment.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"})
+	keyData, err := key.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, typ, data string
+		public          bool
+	}{
+		{"public", "enrollment.created", string(data), true},
+		{"internal", "partner.key_revoked", string(keyData), false},
+		{"retired internal type", "donor_session.locked", `{"event_id":"evt_2","event_type":"donor_session.locked","occurred_at":"` + at + `","church_id":"ch_1","payload":{}}`, false},
+		{"the public type of that name", "donor_session.locked", `{"event_id":"evt_4","event_type":"donor_session.locked","occurred_at":"` + at + `","church_id":"ch_1","payload":{"donor_session_id":"ds_1"}}`, true},
+		{"stored with another visibility", "enrollment.created", string(data), false},
+		{"subject and envelope disagree", "partner.key_issued", string(keyData), false},
+		{"no payload", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"` + at + `","church_id":null}`, false},
+		{"no payload, its name in a string", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"` + at + `","church_id":"\"payload\":{}"}`, false},
+		{"null payload", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"` + at + `","church_id":null,"payload":null}`, false},
+		{"payload of another shape", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"` + at + `","church_id":null,"payload":[]}`, false},
+		{"bad time", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"yesterday","church_id":null,"payload":{}}`, false},
+		{"not json", "partner.key_revoked", `not json "payload":`, false},
+		{"unknown type", "nope.nope", `{"event_id":"evt_x","event_type":"nope.nope","occurred_at":"` + at + `","church_id":null,"payload":{}}`, false},
+	} {
+		want, wantErr := domain.DecodeStored("pt_a", "ag_1", c.public, []byte(c.data))
+		got, err := domain.DecodeStoredAs("pt_a", "ag_1", c.typ, c.public, []byte(c.data))
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Errorf("%s: error %v, DecodeStored's %v", c.name, err, wantErr)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded %+v, DecodeStored %+v", c.name, got, want)
 		}
 	}
 }

@@ -45,7 +45,7 @@ const requestHeader = "Giving-Request"
 
 // Event decodes the record's envelope.
 func (r Record) Event() (domain.Event, error) {
-	ev, err := domain.DecodeStored(r.Partner, r.Aggregate, r.Public, r.Data)
+	ev, err := domain.DecodeStoredAs(r.Partner, r.Aggregate, r.Type, r.Public, r.Data)
 	if err != nil {
 		return domain.Event{}, fmt.Errorf("record %d: %w", r.Seq, err)
 	}

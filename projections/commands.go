@@ -3,24 +3,14 @@ package projections
 import (
 	"encoding/binary"
 
-	"github.com/partnergiving/giving/domain"
-
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // bucketMsgIDs maps a command's dedup id to the sequence of the event it
 // appended. Only ids chosen by callers (derived from Idempotency-Keys or
-// vendor event ids) are kept; an event's own id needs no index.
+// vendor event ids) are kept; an event's own id needs no index. Written by
+// indexWrites.
 var bucketMsgIDs = bucket("msg_ids")
-
-func indexMsgID(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
-	if rec.MsgID == "" || ev.ID == rec.MsgID {
-		return nil
-	}
-	return tx.Bucket(bucketMsgIDs).Put([]byte(rec.MsgID), u64(rec.Seq))
-}
 
 // CommandSeq returns the sequence of the event appended under msgID, if the
 // projections have seen one.

@@ -9,7 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 // The feed table: every partner's public events, in ledger order, as their
@@ -20,7 +19,7 @@ import (
 // pending messages over every subject. The projector writes it in the same
 // transaction as the checkpoint, so a page never shows half of a batch, and
 // the position of an event in it is its ledger sequence: feed cursors are
-// the same before and after this table existed.
+// the same before and after this table existed. indexWrites writes it.
 var (
 	// bucketFeed holds "<partner>/<seq>" → the event's envelope.
 	bucketFeed = bucket("feed")
@@ -38,19 +37,6 @@ func seqKey(prefix []byte, seq uint64) []byte {
 	copy(k, prefix)
 	binary.BigEndian.PutUint64(k[len(prefix):], seq)
 	return k
-}
-
-// indexFeed adds a public event to its partner's feed. The envelope goes in
-// as stored: never decoded and encoded again, so the feed carries the same
-// bytes as a webhook.
-func indexFeed(tx *bolt.Tx, rec eventlog.Record) error {
-	if !rec.Public {
-		return nil
-	}
-	if err := tx.Bucket(bucketFeed).Put(seqKey(feedPrefix(rec.Partner), rec.Seq), rec.Data); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketFeedTypes).Put(seqKey(feedTypePrefix(rec.Partner, rec.Type), rec.Seq), nil)
 }
 
 // FeedEntry is one event of a partner's feed.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/telemetry"
 )
@@ -91,9 +93,10 @@ func (p *Projector) followOnce(ctx context.Context) error {
 }
 
 func (p *Projector) follow(ctx context.Context) error {
-	return p.ledger.Follow(ctx, p.store.Applied()+1, maxBatch, func(recs []eventlog.Record) error {
-		return p.apply(ctx, recs)
-	})
+	pl := p.store.startPipeline(func(recs []eventlog.Record, evs []domain.Event) error {
+		return p.apply(ctx, recs, evs)
+	}, nil)
+	return followInto(ctx, p.ledger, pl, maxBatch, nil)
 }
 
 // maxLinks bounds the links of one apply span (the SDK's default limit).
@@ -102,7 +105,7 @@ const maxLinks = 128
 // apply applies one batch. A batch holding events appended under a traced
 // request gets a span linked to each of those appends, so a request's trace
 // shows when its write reached this instance's read side.
-func (p *Projector) apply(ctx context.Context, recs []eventlog.Record) error {
+func (p *Projector) apply(ctx context.Context, recs []eventlog.Record, evs []domain.Event) error {
 	var links []trace.Link
 	for _, r := range recs {
 		if l, ok := telemetry.LinkTo(r.Trace); ok && len(links) < maxLinks {
@@ -110,12 +113,12 @@ func (p *Projector) apply(ctx context.Context, recs []eventlog.Record) error {
 		}
 	}
 	if len(links) == 0 {
-		return p.store.Apply(recs)
+		return p.store.applyDecoded(recs, evs)
 	}
 	_, span := telemetry.Start(ctx, "projector.apply", trace.WithNewRoot(), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.Int("giving.events", len(recs)),
 			attribute.Int64("giving.first_seq", int64(recs[0].Seq)), attribute.Int64("giving.last_seq", int64(recs[len(recs)-1].Seq))))
-	err := p.store.Apply(recs)
+	err := p.store.applyDecoded(recs, evs)
 	telemetry.End(span, err)
 	return err
 }
@@ -181,21 +184,21 @@ func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progre
 	return catchUpFile(ctx, ledger, path, progress)
 }
 
-// rebuildBatch is how many events one transaction of a rebuild applies: a
-// rebuild is one long write, so fewer, larger commits.
-const rebuildBatch = 10000
-
-// errCaughtUp ends a rebuild's read of the ledger.
-var errCaughtUp = errors.New("caught up")
+// rebuildBatch is how many events a rebuild reads at a time; a transaction
+// applies one or two batches (see pipeline). A rebuild is one long write,
+// so fewer, larger commits; each batch read, decoded or waiting is held in
+// memory, five at most.
+const rebuildBatch = 5000
 
 // catchUpFile applies the ledger to the file at path up to the ledger's last
 // sequence when it starts. It reads with an ordered consumer (the server
-// streams the ledger in order, no per-batch filter or pending count) and
-// commits without syncing each transaction; the file is synced once at the
-// end, before it can be swapped in, which is safe because a file that did
-// not finish is removed, never used.
+// streams the ledger in order, no per-batch filter or pending count),
+// through a pipeline (the next batch is read and decoded while the previous
+// one's transaction runs), and commits without syncing each transaction;
+// the file is synced once at the end, before it can be swapped in, which is
+// safe because a file that did not finish is removed, never used.
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
-	s, err := Open(path)
+	s, err := openRebuild(path)
 	if err != nil {
 		return err
 	}
@@ -206,20 +209,23 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	}
 	if s.Applied() < total {
 		s.db.NoSync = true
-		err := ledger.Follow(ctx, s.Applied()+1, rebuildBatch, func(recs []eventlog.Record) error {
-			if err := s.Apply(recs); err != nil {
-				return err
-			}
-			if progress != nil {
-				progress(s.Applied(), total)
-			}
-			if s.Applied() >= total {
-				return errCaughtUp
-			}
-			return nil
+		var committed func()
+		if progress != nil {
+			committed = func() { progress(s.Applied(), total) }
+		}
+		// The label marks the rebuild's goroutines (reader, decoders,
+		// applier) in a CPU profile: go tool pprof -tagfocus
+		// projections=rebuild.
+		var err error
+		pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
+			pl := s.startPipeline(nil, committed)
+			err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
 		})
-		if !errors.Is(err, errCaughtUp) {
+		if err != nil {
 			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
+		}
+		if s.Applied() < total {
+			return fmt.Errorf("rebuild: read stopped at %d of %d", s.Applied(), total)
 		}
 		s.db.NoSync = false
 		if err := s.db.Sync(); err != nil {

@@ -55,7 +55,26 @@ type Store struct {
 
 // Open opens or creates the projection file at path.
 func Open(path string) (*Store, error) {
-	db, err := openBolt(path)
+	return open(path, &bolt.Options{Timeout: 2 * time.Second})
+}
+
+// openRebuild opens a file that a rebuild writes from scratch and syncs
+// once, at the end (see catchUpFile). NoGrowSync: bbolt otherwise syncs the
+// file each time it grows it (by 16 MiB at a time once past that size),
+// whether or not transactions sync, which in a rebuild makes the writer
+// wait for the disk every few thousand events. InitialMmapSize: bbolt
+// remaps the file as it grows, doubling the mapping, and each remap copies
+// the keys and values of the transaction's pages out of the old mapping.
+func openRebuild(path string) (*Store, error) {
+	return open(path, &bolt.Options{Timeout: 2 * time.Second, NoGrowSync: true, InitialMmapSize: rebuildMmap})
+}
+
+// rebuildMmap is the mapping a rebuild starts with: address space, not
+// memory.
+const rebuildMmap = 256 << 20
+
+func open(path string, opts *bolt.Options) (*Store, error) {
+	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +89,8 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-func openBolt(path string) (*bolt.DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+func openBolt(path string, opts *bolt.Options) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open projections %s: %w", path, err)
 	}
@@ -172,9 +191,15 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 	if err != nil {
 		return err
 	}
+	return s.applyDecoded(recs, evs)
+}
+
+// applyDecoded applies records, decoded into evs, in one transaction
+// together with the checkpoint.
+func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 	var last uint64
 	s.mu.RLock()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		last, err = applyBatch(tx, recs, evs)
 		return err
@@ -194,6 +219,7 @@ func (s *Store) Apply(recs []eventlog.Record) error {
 func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
 	applied := readApplied(tx)
 	var last uint64
+	indexes := newIndexWrites(len(recs))
 	for i, rec := range recs {
 		if rec.Seq <= applied {
 			continue
@@ -204,30 +230,21 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64
 			// silently lose an event.
 			return 0, fmt.Errorf("projections: gap in ledger: at %d, got %d", applied, rec.Seq)
 		}
-		if err := applyRecord(tx, rec, evs[i]); err != nil {
-			return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
+		indexes.indexRecord(rec, evs[i])
+		for _, a := range appliers[rec.Type] {
+			if err := a(tx, rec, evs[i]); err != nil {
+				return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
+			}
 		}
 		applied, last = rec.Seq, rec.Seq
 	}
 	if last == 0 {
 		return 0, nil
 	}
+	if err := indexes.write(tx); err != nil {
+		return 0, fmt.Errorf("projections: indexes of %d-%d: %w", recs[0].Seq, last, err)
+	}
 	return last, tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
-}
-
-func applyRecord(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
-	if err := indexMsgID(tx, rec, ev); err != nil {
-		return err
-	}
-	if err := indexFeed(tx, rec); err != nil {
-		return err
-	}
-	for _, a := range appliers[rec.Type] {
-		if err := a(tx, rec, ev); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // decodeAll decodes a batch's events before its transaction opens, on every
@@ -402,13 +419,13 @@ func (s *Store) swap(newPath string) error {
 	}
 	if err := os.Rename(newPath, s.path); err != nil {
 		// Reopen the old file so the service keeps running.
-		db, openErr := openBolt(s.path)
+		db, openErr := openBolt(s.path, &bolt.Options{Timeout: 2 * time.Second})
 		if openErr == nil {
 			s.db = db
 		}
 		return errors.Join(fmt.Errorf("swap projections: %w", err), openErr)
 	}
-	db, err := openBolt(s.path)
+	db, err := openBolt(s.path, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,143 @@
+package projections
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// The indexes every event may add to, which no applier reads: the msg-id
+// index, the public events by id, the feed and its types. A batch's writes
+// to them are collected and made at the end of its transaction, each
+// index's in key order. bbolt splits pages only when a transaction commits,
+// so keys put out of order into one page (say, the 5,000 first feed
+// entries of a rebuild, over a thousand partners) move the page's growing
+// entry list on every put; in key order each put lands at the end of it.
+// The file holds the same keys and values either way.
+type index int
+
+const (
+	indexMsgIDs index = iota
+	indexPublicEvents
+	indexFeedEntries
+	indexFeedTypes
+	numIndexes
+)
+
+var indexBuckets = [numIndexes][]byte{
+	indexMsgIDs:       bucketMsgIDs,
+	indexPublicEvents: bucketPublicEvents,
+	indexFeedEntries:  bucketFeed,
+	indexFeedTypes:    bucketFeedTypes,
+}
+
+type keyValue struct {
+	k, v []byte
+	// order is the write's place among the transaction's writes.
+	order int
+}
+
+// indexWrites is one transaction's writes to the indexes.
+type indexWrites struct {
+	puts [numIndexes][]keyValue
+	// buf holds the keys and sequences written, carved from large blocks
+	// rather than allocated one by one: bbolt keeps what a put is given
+	// until the transaction commits, and so does buf.
+	buf []byte
+	// n is the batch's length, the capacity a first put gives its index.
+	n int
+}
+
+func newIndexWrites(n int) *indexWrites { return &indexWrites{n: n} }
+
+// indexRecord adds what rec contributes to the indexes.
+func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
+	if rec.MsgID != "" && ev.ID != rec.MsgID {
+		// Only ids chosen by callers; an event's own id needs no index.
+		w.put(indexMsgIDs, w.key(rec.MsgID), w.seqKey(rec.Seq))
+	}
+	if !rec.Public {
+		// A record of an internal type (or of a retired internal type
+		// that a public type took the name of) is not a partner's.
+		return
+	}
+	w.put(indexPublicEvents, w.key(rec.Partner, "/", ev.ID), w.seqKey(rec.Seq))
+	// The envelope goes in as stored: never decoded and encoded again, so
+	// the feed carries the same bytes as a webhook.
+	w.put(indexFeedEntries, w.seqKey(rec.Seq, rec.Partner, "/"), rec.Data)
+	w.put(indexFeedTypes, w.seqKey(rec.Seq, rec.Partner, "/", rec.Type, "/"), nil)
+}
+
+func (w *indexWrites) put(i index, k, v []byte) {
+	if w.puts[i] == nil {
+		w.puts[i] = make([]keyValue, 0, w.n)
+	}
+	w.puts[i] = append(w.puts[i], keyValue{k: k, v: v, order: len(w.puts[i])})
+}
+
+// key returns the concatenation of parts.
+func (w *indexWrites) key(parts ...string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := w.carve(n)
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return k
+}
+
+// seqKey returns the concatenation of parts followed by seq, big-endian
+// (as seqKey does).
+func (w *indexWrites) seqKey(seq uint64, parts ...string) []byte {
+	n := 8
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := w.carve(n)
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// indexBlock is the size of the blocks keys are carved from.
+const indexBlock = 64 << 10
+
+// carve returns an empty slice with room for n bytes, its capacity ending
+// there so that appending to it never reaches the next one.
+func (w *indexWrites) carve(n int) []byte {
+	if cap(w.buf)-len(w.buf) < n {
+		w.buf = make([]byte, 0, max(indexBlock, n))
+	}
+	start := len(w.buf)
+	w.buf = w.buf[:start+n]
+	return w.buf[start : start : start+n]
+}
+
+// write makes the collected writes, each index's in key order; of two
+// writes to one key, the later is made last and wins, as it would unsorted.
+func (w *indexWrites) write(tx *bolt.Tx) error {
+	for i, kvs := range w.puts {
+		slices.SortFunc(kvs, func(a, b keyValue) int {
+			if c := bytes.Compare(a.k, b.k); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.order, b.order)
+		})
+		b := tx.Bucket(indexBuckets[i])
+		for _, kv := range kvs {
+			if err := b.Put(kv.k, kv.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

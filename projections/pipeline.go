@@ -1,0 +1,155 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// pipeline applies the ledger to a store in three overlapping stages: the
+// ledger's reader goroutine (eventlog.Follow) receives the next batch, the
+// follower decodes it on every core, and the applier goroutine runs the
+// previous batch's transaction. Without it they take turns, and the
+// transaction, on one goroutine by nature (bbolt has one writer), waits for
+// each read and decode and they for it.
+//
+// Batches are applied in the order they are added, each transaction with
+// its checkpoint as Store.Apply does, so a crash or an error loses nothing
+// and applies nothing twice: the follower restarts from the checkpoint.
+type pipeline struct {
+	s *Store
+	// apply runs one decoded batch's transaction.
+	apply func(recs []eventlog.Record, evs []domain.Event) error
+	// committed, when set, hears of each batch committed.
+	committed func()
+	queue     chan batch
+	// failed is closed when a transaction fails; err is then set.
+	failed chan struct{}
+	done   chan struct{}
+	err    error
+	// sent is the last sequence handed to the applier.
+	sent uint64
+}
+
+type batch struct {
+	recs []eventlog.Record
+	evs  []domain.Event
+}
+
+// pipelineDepth is how many decoded batches may wait for the applier:
+// one, so that the next decode overlaps the current transaction. Held at
+// most: two batches in a transaction, one decoding, and what the reader
+// has buffered (eventlog.Follow: a batch in flight from the server and one
+// received).
+const pipelineDepth = 1
+
+func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, committed func()) *pipeline {
+	if apply == nil {
+		apply = s.applyDecoded
+	}
+	p := &pipeline{s: s, apply: apply, committed: committed,
+		queue: make(chan batch, pipelineDepth), failed: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *pipeline) run() {
+	defer close(p.done)
+	for b := range p.queue {
+		if p.err != nil {
+			continue // drain until the follower stops adding
+		}
+		// A batch that came while the previous transaction ran joins
+		// this one: when the transactions are what holds the pipeline
+		// up, they grow to two batches, and commit half as often.
+		select {
+		case more, ok := <-p.queue:
+			if ok {
+				b = batch{recs: slices.Concat(b.recs, more.recs), evs: slices.Concat(b.evs, more.evs)}
+			}
+		default:
+		}
+		if err := p.apply(b.recs, b.evs); err != nil {
+			p.err = err
+			close(p.failed)
+			continue
+		}
+		if p.committed != nil {
+			p.committed()
+		}
+	}
+}
+
+// add decodes recs (those past what the store holds or was handed) and
+// queues them for the applier, waiting while it is a batch behind. It
+// returns the applier's error once a transaction has failed.
+func (p *pipeline) add(ctx context.Context, recs []eventlog.Record) error {
+	from := max(p.sent, p.s.Applied())
+	for len(recs) > 0 && recs[0].Seq <= from {
+		recs = recs[1:]
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	evs, err := decodeAll(recs)
+	if err != nil {
+		return err
+	}
+	select {
+	case p.queue <- batch{recs: recs, evs: evs}:
+		p.sent = recs[len(recs)-1].Seq
+		return nil
+	case <-p.failed:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close waits for the batches queued to be applied and returns the first
+// transaction's error, if any. A pipeline is closed once, by its follower.
+func (p *pipeline) close() error {
+	close(p.queue)
+	<-p.done
+	return p.err
+}
+
+// followInto follows the ledger from the store's checkpoint through a
+// pipeline, handing batches of at most batchSize records to add, until ctx
+// ends, the read or a transaction fails, or stop reports true after a
+// batch was queued. It returns once every queued batch has been applied.
+func followInto(ctx context.Context, ledger *eventlog.Ledger, p *pipeline, batchSize int, stop func(last uint64) bool) error {
+	// A transaction failing ends the read at once, not when the next
+	// batch arrives (which, at the ledger's end, may take long).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.failed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := ledger.Follow(ctx, p.s.Applied()+1, batchSize, func(recs []eventlog.Record) error {
+		if err := p.add(ctx, recs); err != nil {
+			return err
+		}
+		if stop != nil && stop(recs[len(recs)-1].Seq) {
+			return errStop
+		}
+		return nil
+	})
+	if applyErr := p.close(); applyErr != nil {
+		return applyErr
+	}
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// errStop ends followInto's read of the ledger when stop says so.
+var errStop = errors.New("stop")

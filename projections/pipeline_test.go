@@ -1,0 +1,79 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+)
+
+// A transaction that fails stops the pipeline's follower with its error,
+// keeps what committed before it and nothing after, and a new follower
+// resumes from the checkpoint to the same file a rebuild makes.
+func TestPipelineStopsAtAFailedTransactionAndResumes(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 500, 7)
+	total, err := l.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := Open(filepath.Join(dir, "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// The last batch fails: the follower must not wait for more events
+	// to report it.
+	broken := errors.New("disk full")
+	var committed uint64
+	pl := s.startPipeline(func(recs []eventlog.Record, evs []domain.Event) error {
+		if recs[len(recs)-1].Seq == total {
+			return broken
+		}
+		return s.applyDecoded(recs, evs)
+	}, func() { committed = s.Applied() })
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err = followInto(wait, l, pl, 100, nil)
+	if !errors.Is(err, broken) || wait.Err() != nil {
+		t.Fatalf("follower ended with %v (deadline: %v), want the transaction's error at once", err, wait.Err())
+	}
+	if s.Applied() == 0 || s.Applied() != committed || s.Applied() >= total {
+		t.Fatalf("checkpoint %d after two batches (last committed %d, ledger %d)", s.Applied(), committed, total)
+	}
+
+	stop := func(last uint64) bool { return last >= total }
+	if err := followInto(ctx, l, s.startPipeline(nil, nil), 100, stop); err != nil {
+		t.Fatal(err)
+	}
+	if s.Applied() != total {
+		t.Fatalf("resumed to %d, want %d", s.Applied(), total)
+	}
+	rebuilt := filepath.Join(dir, "rebuilt.db")
+	if err := BuildFile(ctx, l, rebuilt, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(rebuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := s.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed file (%d feed entries) differs from a rebuild", len(got["feed"]))
+	}
+}

@@ -73,15 +73,24 @@ func (a *AttemptLog) subject(partner, endpoint string) (string, error) {
 	return a.prefix + partner + "." + endpoint, nil
 }
 
-// Record appends one attempt to its endpoint's log.
-func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.DeliveryAttempt) error {
+// encode returns the subject and the bytes an attempt is logged as.
+func (a *AttemptLog) encode(partner string, at domain.DeliveryAttempt) (string, []byte, error) {
 	subject, err := a.subject(partner, at.EndpointID)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	data, err := json.Marshal(at)
 	if err != nil {
-		return natsErr("attempt log", err)
+		return "", nil, natsErr("attempt log", err)
+	}
+	return subject, data, nil
+}
+
+// Record appends one attempt to its endpoint's log.
+func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.DeliveryAttempt) error {
+	subject, data, err := a.encode(partner, at)
+	if err != nil {
+		return err
 	}
 	if _, err := a.l.js.Publish(ctx, subject, data, jetstream.WithExpectStream(a.name)); err != nil {
 		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
@@ -99,13 +108,9 @@ const recordAckWait = 30 * time.Second
 // did not acknowledge. An error (too many records already on their way, or
 // an unsafe subject) means it was not sent.
 func (a *AttemptLog) RecordAsync(partner string, at domain.DeliveryAttempt, lost func(error)) error {
-	subject, err := a.subject(partner, at.EndpointID)
+	subject, data, err := a.encode(partner, at)
 	if err != nil {
 		return err
-	}
-	data, err := json.Marshal(at)
-	if err != nil {
-		return natsErr("attempt log", err)
 	}
 	f, err := a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
 	if err != nil {

@@ -82,8 +82,17 @@ func (w *indexWrites) put(i index, k, v []byte) {
 }
 
 // key returns the concatenation of parts.
-func (w *indexWrites) key(parts ...string) []byte {
-	n := 0
+func (w *indexWrites) key(parts ...string) []byte { return w.join(0, parts) }
+
+// seqKey returns the concatenation of parts followed by seq, big-endian
+// (as seqKey does).
+func (w *indexWrites) seqKey(seq uint64, parts ...string) []byte {
+	return binary.BigEndian.AppendUint64(w.join(8, parts), seq)
+}
+
+// join concatenates parts into a carved key with room for extra more bytes.
+func (w *indexWrites) join(extra int, parts []string) []byte {
+	n := extra
 	for _, p := range parts {
 		n += len(p)
 	}
@@ -92,20 +101,6 @@ func (w *indexWrites) key(parts ...string) []byte {
 		k = append(k, p...)
 	}
 	return k
-}
-
-// seqKey returns the concatenation of parts followed by seq, big-endian
-// (as seqKey does).
-func (w *indexWrites) seqKey(seq uint64, parts ...string) []byte {
-	n := 8
-	for _, p := range parts {
-		n += len(p)
-	}
-	k := w.carve(n)
-	for _, p := range parts {
-		k = append(k, p...)
-	}
-	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 // indexBlock is the size of the blocks keys are carved from.

@@ -75,7 +75,7 @@ func NewWebhookSigner(secret string) WebhookSigner {
 // Headers hands set, one by one, the headers WebhookHeaders returns.
 func (s WebhookSigner) Headers(id string, attempt int, t time.Time, body []byte, set func(k, v string)) {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	set(WebhookSignatureHeader, "t="+ts+",v1="+hex.EncodeToString(mac(s.secret, ts, body)))
+	set(WebhookSignatureHeader, Sign(s.secret, t, body))
 	set(StandardIDHeader, id)
 	set(StandardTimestampHeader, ts)
 	set(StandardSignatureHeader, signStandard(s.standard, id, ts, body))

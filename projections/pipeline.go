@@ -87,15 +87,8 @@ func (p *pipeline) run() {
 // queues them for the applier, waiting while it is a batch behind. It
 // returns the applier's error once a transaction has failed.
 func (p *pipeline) add(ctx context.Context, recs []eventlog.Record) error {
-	from := max(p.sent, p.s.Applied())
-	for len(recs) > 0 && recs[0].Seq <= from {
-		recs = recs[1:]
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	evs, err := decodeAll(recs)
-	if err != nil {
+	recs, evs, err := decodeAfter(recs, max(p.sent, p.s.Applied()))
+	if err != nil || len(recs) == 0 {
 		return err
 	}
 	select {

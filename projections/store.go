@@ -176,22 +176,25 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 // Apply applies records in one transaction, together with the checkpoint.
 // Records at or below the checkpoint are skipped, so redelivery is harmless.
 func (s *Store) Apply(recs []eventlog.Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
 	// What the file already holds is skipped before decoding (the
 	// transaction checks again against its own checkpoint).
-	for applied := s.Applied(); len(recs) > 0 && recs[0].Seq <= applied; {
-		recs = recs[1:]
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	evs, err := decodeAll(recs)
-	if err != nil {
+	recs, evs, err := decodeAfter(recs, s.Applied())
+	if err != nil || len(recs) == 0 {
 		return err
 	}
 	return s.applyDecoded(recs, evs)
+}
+
+// decodeAfter returns the records of recs past sequence seq, decoded.
+func decodeAfter(recs []eventlog.Record, seq uint64) ([]eventlog.Record, []domain.Event, error) {
+	for len(recs) > 0 && recs[0].Seq <= seq {
+		recs = recs[1:]
+	}
+	if len(recs) == 0 {
+		return nil, nil, nil
+	}
+	evs, err := decodeAll(recs)
+	return recs, evs, err
 }
 
 // applyDecoded applies records, decoded into evs, in one transaction

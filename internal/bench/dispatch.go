@@ -186,7 +186,8 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 	if err != nil {
 		return 0, fmt.Errorf("bare loop: %w", err)
 	}
-	secret := domain.GenerateWebhookSecret()
+	// Keys derived once, as the dispatcher does per endpoint.
+	sign := domain.NewWebhookSigner(domain.GenerateWebhookSecret())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
 	var ok, n atomic.Int64
 	var wg sync.WaitGroup
@@ -205,9 +206,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 				}
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("User-Agent", domain.WebhookUserAgent)
-				for k, v := range domain.WebhookHeaders(secret, id, 1, time.Now(), body) {
-					req.Header.Set(k, v)
-				}
+				sign.Headers(id, 1, time.Now(), body, req.Header.Set)
 				resp, err := client.Do(req)
 				if err != nil {
 					continue

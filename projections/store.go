@@ -40,6 +40,11 @@ const Schema = 4
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
 	path string
+	opts *bolt.Options
+	// unsynced: commits skip the fsync, under a marker naming the boot
+	// (durability.go); discarded: Open found the file torn by a machine
+	// crash and started an empty one.
+	unsynced, discarded bool
 
 	// mu guards db against a swap by Rebuild; readers hold it shared.
 	mu sync.RWMutex
@@ -53,10 +58,35 @@ type Store struct {
 	changed    chan struct{}
 }
 
-// Open opens or creates the projection file at path.
+// Open opens or creates the projection file at path for the projector to
+// keep up to date. Its commits are not synced where the kernel tells boots
+// apart (see durability.go); a file left with unsynced writes by a machine
+// that has restarted since is discarded (Discarded) and starts empty, to be
+// caught up from the ledger.
 func Open(path string) (*Store, error) {
-	return open(path, &bolt.Options{Timeout: 2 * time.Second})
+	boot := currentBoot()
+	if boot == "" {
+		return open(path, &bolt.Options{Timeout: 2 * time.Second})
+	}
+	discarded, err := discardLostWrites(path, boot)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(path, &bolt.Options{Timeout: 2 * time.Second, NoGrowSync: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := markUnsynced(path, boot); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	s.db.NoSync, s.unsynced, s.discarded = true, true, discarded
+	return s, nil
 }
+
+// Discarded reports whether Open discarded the file because the machine
+// went down while it held unsynced writes.
+func (s *Store) Discarded() bool { return s.discarded }
 
 // openRebuild opens a file that a rebuild writes from scratch and syncs
 // once, at the end (see catchUpFile). NoGrowSync: bbolt otherwise syncs the
@@ -78,7 +108,7 @@ func open(path string, opts *bolt.Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, db: db, changed: make(chan struct{})}
+	s := &Store{path: path, opts: opts, db: db, changed: make(chan struct{})}
 	if err := db.View(func(tx *bolt.Tx) error {
 		s.applied = readApplied(tx)
 		return nil
@@ -116,11 +146,20 @@ func openBolt(path string, opts *bolt.Options) (*bolt.DB, error) {
 // Path is the file's location.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the file.
+// Close closes the file, syncing it first if its commits were not.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.db.Close()
+	if !s.unsynced {
+		return s.db.Close()
+	}
+	if err := s.db.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("close projections: sync: %w", err), s.db.Close())
+	}
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	return markSynced(s.path)
 }
 
 // Applied is the stream sequence of the last event applied.
@@ -422,17 +461,17 @@ func (s *Store) swap(newPath string) error {
 	}
 	if err := os.Rename(newPath, s.path); err != nil {
 		// Reopen the old file so the service keeps running.
-		db, openErr := openBolt(s.path, &bolt.Options{Timeout: 2 * time.Second})
+		db, openErr := openBolt(s.path, s.opts)
 		if openErr == nil {
-			s.db = db
+			s.db, db.NoSync = db, s.unsynced
 		}
 		return errors.Join(fmt.Errorf("swap projections: %w", err), openErr)
 	}
-	db, err := openBolt(s.path, &bolt.Options{Timeout: 2 * time.Second})
+	db, err := openBolt(s.path, s.opts)
 	if err != nil {
 		return err
 	}
-	s.db = db
+	s.db, db.NoSync = db, s.unsynced
 	var applied uint64
 	_ = db.View(func(tx *bolt.Tx) error { applied = readApplied(tx); return nil })
 	s.progressMu.Lock()

@@ -100,6 +100,9 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Projector = projections.NewProjector(s.Store, s.Ledger, cfg.Log.With().Str("component", "projector").Logger())
+	if s.Store.Discarded() {
+		cfg.Log.Warn().Str("file", s.Store.Path()).Msg("the machine went down while the projection file had unsynced writes; it starts empty and catches up from the ledger")
+	}
 	if err := s.upgradeProjections(ctx); err != nil {
 		return nil, err
 	}

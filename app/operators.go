@@ -24,7 +24,7 @@ func NewOperators(l *eventlog.Ledger) *Operators { return &Operators{ledger: l} 
 func (o *Operators) CreatePartner(ctx context.Context, name string, origins []string) (string, domain.NewKey, error) {
 	id := domain.NewID(domain.PrefixPartner)
 	_, err := o.ledger.Execute(ctx, eventlog.Command{
-		Partner: id, Aggregate: id,
+		Partner: id, Aggregate: id, New: true,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			p := domain.Fold[domain.Partner](h.Events)
 			ev, err := domain.CreatePartner(&p, id, name, o.ledger.Env(), origins, time.Now())

@@ -47,7 +47,7 @@ func (s *Service) CreateSession(ctx context.Context, partner string, req Session
 	}
 	n.ID = domain.NewID(domain.PrefixSession)
 	out, err := s.run(ctx, eventlog.Command{
-		Partner: partner, Aggregate: n.ID,
+		Partner: partner, Aggregate: n.ID, New: true,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			cur := domain.Fold[domain.Session](h.Events)
 			n.TokenHash = domain.HashSecret(s.flowToken(n.ID))

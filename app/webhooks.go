@@ -57,7 +57,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, ev
 	id := domain.NewID(domain.PrefixEndpoint)
 	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
 	out, err := s.run(ctx, eventlog.Command{
-		Partner: partner, Aggregate: id,
+		Partner: partner, Aggregate: id, New: true,
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 			// Counted here, after a crash-takeover recall found nothing:
 			// a recalled creation answers as it did, limit or not.

@@ -36,6 +36,11 @@ type Command struct {
 	// LastOnly skips loading the events: the aggregate is long and Decide
 	// reads the projections instead, after they reach History.Last.
 	LastOnly bool
+	// New says the aggregate's id was minted for this command, so it has no
+	// history: the first attempt decides from an empty one without reading
+	// the ledger. The append still expects the aggregate to be empty, so an
+	// id that did exist conflicts and the next attempt loads it.
+	New bool
 	// Recall, when set, finds an earlier append with MsgID. It is used when a
 	// request is retried after a crash, to answer with what was already done
 	// instead of deciding again.
@@ -75,9 +80,11 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 	}
 	defer release()
 	for attempt := 1; ; attempt++ {
-		h, err := l.history(ctx, cmd)
-		if err != nil {
-			return Outcome{}, err
+		var h History
+		if !cmd.New || attempt > 1 {
+			if h, err = l.history(ctx, cmd); err != nil {
+				return Outcome{}, err
+			}
 		}
 		ev, err := cmd.Decide(ctx, h)
 		if err != nil {

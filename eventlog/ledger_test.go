@@ -158,3 +158,48 @@ func issueKeysConcurrently(t *testing.T, pt string, n int, ledgers ...*eventlog.
 		}
 	}
 }
+
+// A command for a new aggregate decides first from an empty history without
+// reading the ledger; if the id did exist, the append's expectation of an
+// empty aggregate conflicts and the next attempt decides from the real one.
+func TestANewAggregateDecidesWithoutLoadingAndAnExistingOneReloads(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+
+	var seen []int
+	out, err := l.Execute(ctx, eventlog.Command{
+		Partner: pt, Aggregate: pt, New: true,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			seen = append(seen, len(h.Events))
+			p := domain.Fold[domain.Partner](h.Events)
+			ev, err := domain.CreatePartner(&p, pt, "Acme again", domain.Sandbox, []string{"https://example.org"}, time.Now())
+			return &ev, err
+		},
+	})
+	if err == nil || out.Record != nil {
+		t.Fatalf("creating an existing partner: %+v, %v; want the domain's refusal", out, err)
+	}
+	if len(seen) != 2 || seen[0] != 0 || seen[1] != 1 {
+		t.Fatalf("histories seen: %v, want an empty one, then the partner's 1 event", seen)
+	}
+	recs, _, err := l.Read(ctx, l.Subjects().Aggregate(pt, pt), 0, 10)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("aggregate holds %d events (%v), want only partner.created", len(recs), err)
+	}
+
+	seen = nil
+	fresh := domain.NewID(domain.PrefixPartner)
+	out, err = l.Execute(ctx, eventlog.Command{
+		Partner: fresh, Aggregate: fresh, New: true,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			seen = append(seen, len(h.Events))
+			p := domain.Fold[domain.Partner](h.Events)
+			ev, err := domain.CreatePartner(&p, fresh, "Fresh", domain.Sandbox, []string{"https://example.org"}, time.Now())
+			return &ev, err
+		},
+	})
+	if err != nil || out.Record == nil || len(seen) != 1 {
+		t.Fatalf("creating a new partner: %+v, %v, decided %d times; want one decision and the event", out, err, len(seen))
+	}
+}

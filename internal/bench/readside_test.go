@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -123,6 +126,42 @@ func TestServeChildThatDiesFailsWithItsStderr(t *testing.T) {
 	}
 	if size.ServeRSS != 0 || size.ServeHWM != 0 {
 		t.Errorf("a dead serve has figures: %+v", size)
+	}
+}
+
+// A serve that never gets ready is killed when the bench gives up (here
+// its context ends), and reaped: no process is left behind.
+func TestServeChildIsKilledWhenTheBenchGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	exe, pidFile := filepath.Join(dir, "giving"), filepath.Join(dir, "pid")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 600\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rs := &readState{r: &Report{opts: Options{Serve: exe, Memory: 256 << 20, Progress: io.Discard}}, dir: filepath.Join(dir, "read")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- rs.serveMemory(ctx, &ReadSize{Events: 10}) }()
+	var pid int
+	if err := poll(context.Background(), time.Minute, "the child to write its pid", func() (bool, error) {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("want the context's end, got %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serveMemory did not return after its context ended")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child %d is still there after the bench gave up (kill -0: %v)", pid, err)
 	}
 }
 

@@ -128,6 +128,7 @@ func startServe(exe, dir string, memory int64, stderrPath string) (*serveChild, 
 		"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--nats-listen", "",
 		"--memory", strconv.FormatInt(memory, 10), "--rate-limit", "1000000", "--rate-burst", "1000000",
 		"--webhook-concurrency", strconv.Itoa(hookConcurrency), "--log-level", "warn")
+	cmd.Env = []string{} // not nil, which would pass on every variable
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GIVING_") {
 			cmd.Env = append(cmd.Env, kv)

@@ -27,7 +27,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Partners, "partners", 1000, "read side: partners sharing the events")
 	memory := fs.String("memory", "auto", "memory the service may use, as serve's --memory (Go runtime soft limit of the whole bench process and of the serve child the read side measures, embedded NATS memory store): a size, auto or 0 for no limit")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
-	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write a heap profile at each ledger size to this path, suffixed with the size")
+	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write heap profiles at each ledger size to this path, suffixed with the size: the bench's process's, and serve's own (.serve.<size>)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err

@@ -55,6 +55,8 @@ type Options struct {
 	// HeapProfile, when set, is where the read side writes a heap profile
 	// at each ledger size (suffixed with the size), taken while the
 	// service serves that ledger: what fills the memory, by allocation site.
+	// The bench's process holds the service there, so serve's own, from
+	// its child process, is written too (suffixed with .serve. and the size).
 	HeapProfile string
 	// Serve is the giving executable whose "serve" the read side starts
 	// in a child process at each ledger size, to measure serve's own

@@ -89,12 +89,15 @@ type ReadSize struct {
 	// became ready with no webhook delivery waiting (ServeStartSeconds) and
 	// served ServePages random-cursor pages of the big partner's feed.
 	// ServeRSS and ServeHWM are its VmRSS and VmHWM (MiB),
-	// ServeHeapInuse its Go heap in use (MiB).
+	// ServeHeapInuse its Go heap in use (MiB), and ServeLiveHeap the heap
+	// in use after a collection it was then made to run: what it keeps
+	// live.
 	ServeStartSeconds float64 `json:"serve_start_seconds"`
 	ServePages        int     `json:"serve_pages"`
 	ServeRSS          float64 `json:"serve_rss_mib"`
 	ServeHWM          float64 `json:"serve_hwm_mib"`
 	ServeHeapInuse    float64 `json:"serve_heap_inuse_mib"`
+	ServeLiveHeap     float64 `json:"serve_live_heap_mib"`
 }
 
 // readSide fills one data directory to the small and the large size and

@@ -65,7 +65,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
 			"replay events": float64(s.ReplayEvents), "replay rate": s.ReplayRate, "raw stream rate": s.RawStreamRate, "replay ratio": s.ReplayRatio,
-			"VmHWM": s.HWM, "serve start": s.ServeStartSeconds, "serve VmRSS": s.ServeRSS, "serve VmHWM": s.ServeHWM, "serve heap in use": s.ServeHeapInuse,
+			"VmHWM": s.HWM, "serve start": s.ServeStartSeconds, "serve VmRSS": s.ServeRSS, "serve VmHWM": s.ServeHWM, "serve heap in use": s.ServeHeapInuse, "serve live heap": s.ServeLiveHeap,
 		} {
 			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
 		}
@@ -75,7 +75,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			t.Errorf("size %d: serve read %d pages (want %d), VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB", i, s.ServePages, servePages, s.ServeRSS, s.ServeHWM, s.ServeHeapInuse)
 		}
 	}
-	for _, n := range []string{"200", "2000"} {
+	for _, n := range []string{"200", "2000", "serve.200", "serve.2000"} {
 		// A profile is a gzipped protocol buffer (what go tool pprof reads).
 		zr, err := gzip.NewReader(mustOpen(t, heap+"."+n))
 		if err != nil {

@@ -76,7 +76,7 @@ func (rr *ReadReport) write(w io.Writer) error {
 	})
 	row("VmHWM of the bench's process (service, fill, catch-up, clients, receiver)", func(s ReadSize) string { return f("%.0f MiB", s.HWM) })
 	row("serve in its own process: VmRSS / VmHWM", func(s ReadSize) string {
-		return f("%.0f / %.0f MiB (Go heap in use %.0f MiB; ready in %.1f s, then %d random-cursor pages)", s.ServeRSS, s.ServeHWM, s.ServeHeapInuse, s.ServeStartSeconds, s.ServePages)
+		return f("%.0f / %.0f MiB (Go heap in use %.0f MiB, %.0f MiB after a collection; ready in %.1f s, then %d random-cursor pages)", s.ServeRSS, s.ServeHWM, s.ServeHeapInuse, s.ServeLiveHeap, s.ServeStartSeconds, s.ServePages)
 	})
 	if err := tw.Flush(); err != nil {
 		return err

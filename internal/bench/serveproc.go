@@ -28,8 +28,9 @@ import (
 // "giving serve" (Options.Serve) as a child process on the filled data
 // directory, waits until it is ready and no webhook delivery waits, reads
 // servePages feed pages of the big partner at random cursors over HTTP,
-// and samples the child's /proc/<pid>/status and Go heap, then stops it
-// with SIGTERM.
+// and samples the child's /proc/<pid>/status and Go heap, then its heap
+// after a forced collection (what it keeps live, which no --memory can
+// hold it below), then stops it with SIGTERM.
 
 // servePages is how many feed pages the child serves before it is sampled.
 const servePages = 200
@@ -76,6 +77,7 @@ func (rs *readState) serveMemory(ctx context.Context, size *ReadSize) (err error
 	if err != nil {
 		return err
 	}
+	debug := metrics + "/debug/pprof/heap?gc=1"
 	metrics += "/metrics"
 	if err := c.poll(ctx, serveStartLimit, "GET /readyz to answer 200", func() (bool, error) {
 		code, _, err := get(ctx, base+"/readyz")
@@ -104,9 +106,33 @@ func (rs *readState) serveMemory(ctx context.Context, size *ReadSize) (err error
 		return err
 	}
 	size.ServeHeapInuse = heap / (1 << 20)
-	rs.r.progress("    ready in %.1f s; after %d pages VmRSS %.0f MiB, VmHWM %.0f MiB, Go heap in use %.0f MiB",
-		size.ServeStartSeconds, size.ServePages, size.ServeRSS, size.ServeHWM, size.ServeHeapInuse)
+	if err := rs.serveHeapProfile(ctx, debug, size.Events); err != nil {
+		return err
+	}
+	if heap, err = scrape(ctx, metrics, "go_memstats_heap_inuse_bytes"); err != nil {
+		return err
+	}
+	size.ServeLiveHeap = heap / (1 << 20)
+	rs.r.progress("    ready in %.1f s; after %d pages VmRSS %.0f MiB, VmHWM %.0f MiB, Go heap in use %.0f MiB (%.0f MiB after a collection)",
+		size.ServeStartSeconds, size.ServePages, size.ServeRSS, size.ServeHWM, size.ServeHeapInuse, size.ServeLiveHeap)
 	return c.stop()
+}
+
+// serveHeapProfile has the child collect its garbage and profile its heap
+// (Go's profiler, serve's --pprof), and writes the profile where
+// Options.HeapProfile says, suffixed with ".serve." and the size.
+func (rs *readState) serveHeapProfile(ctx context.Context, url string, events int) error {
+	code, profile, err := get(ctx, url)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, code)
+	}
+	if rs.r.opts.HeapProfile == "" {
+		return nil
+	}
+	return os.WriteFile(fmt.Sprintf("%s.serve.%d", rs.r.opts.HeapProfile, events), profile, 0o644)
 }
 
 // startServe starts exe serve on dir, on loopback ports of its choosing,
@@ -125,7 +151,7 @@ func startServe(exe, dir string, memory int64, stderrPath string) (*serveChild, 
 		return nil, err
 	}
 	cmd := exec.Command(exe, "serve", "--env", string(domain.Sandbox), "--data", dir, "--master-key", "", "--nats-url", "",
-		"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--nats-listen", "",
+		"--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--pprof", "--nats-listen", "",
 		"--memory", strconv.FormatInt(memory, 10), "--rate-limit", "1000000", "--rate-burst", "1000000",
 		"--webhook-concurrency", strconv.Itoa(hookConcurrency), "--log-level", "warn")
 	cmd.Env = []string{} // not nil, which would pass on every variable

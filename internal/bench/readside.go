@@ -82,7 +82,7 @@ type ReadSize struct {
 	// measurements. The service measured above runs in the bench's process,
 	// so this includes the fill's leftovers, the catch-up, the clients and
 	// the receiver: it is the bench's figure, not serve's.
-	HWM float64 `json:"vm_hwm_mib"`
+	HWM float64 `json:"bench_vm_hwm_mib"`
 
 	// Serve's own memory: "giving serve" in a child process on this
 	// size's data directory (serveproc.go), sampled after it started,

@@ -31,6 +31,13 @@ import (
 // and samples the child's /proc/<pid>/status and Go heap, then its heap
 // after a forced collection (what it keeps live, which no --memory can
 // hold it below), then stops it with SIGTERM.
+//
+// The child starts minutes after the fill, inside the ledger stream's
+// duplicate window (eventlog.Open's default, 15 minutes): the embedded
+// server rebuilds its dedupe map from every message in that window when it
+// starts, so at these sizes serve's figures include ids of the whole fill,
+// which a serve whose ledger took longer than the window to fill does not
+// hold.
 
 // servePages is how many feed pages the child serves before it is sampled.
 const servePages = 200

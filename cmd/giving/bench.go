@@ -25,9 +25,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Only, "only", "", "measure only one side: write or read (default both)")
 	fs.IntVar(&o.Events, "events", 1_000_000, "read side: public events at the large ledger size (the small one is 10000, or a tenth)")
 	fs.IntVar(&o.Partners, "partners", 1000, "read side: partners sharing the events")
-	memory := fs.String("memory", "auto", "memory the service may use, as serve's --memory (Go runtime soft limit of the whole bench process, embedded NATS memory store): a size, auto or 0 for no limit")
+	memory := fs.String("memory", "auto", "memory the service may use, as serve's --memory (Go runtime soft limit of the whole bench process and of the serve child the read side measures, embedded NATS memory store): a size, auto or 0 for no limit")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
-	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write a heap profile at each ledger size to this path, suffixed with the size")
+	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write heap profiles at each ledger size to this path, suffixed with the size: the bench's process's, and serve's own (.serve.<size>)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -44,6 +44,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	limitMemory(eventlog.Config{Memory: o.Memory})
 	o.Progress = stderr
+	// The read side measures serve's own memory by running this binary's
+	// serve in a child process.
+	if o.Serve, err = os.Executable(); err != nil {
+		return err
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -6,11 +6,13 @@
 // stands for, so it carries from one machine to another. The service is
 // measured on two sides: the write path (writepath.go) and the read side
 // at two ledger sizes (readside.go: the feed, webhook dispatch in
-// dispatch.go, replay and memory). "giving bench" runs it.
+// dispatch.go, replay and memory, with serve's own memory measured in a
+// child process in serveproc.go). "giving bench" runs it.
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -53,7 +55,13 @@ type Options struct {
 	// HeapProfile, when set, is where the read side writes a heap profile
 	// at each ledger size (suffixed with the size), taken while the
 	// service serves that ledger: what fills the memory, by allocation site.
+	// The bench's process holds the service there, so serve's own, from
+	// its child process, is written too (suffixed with .serve. and the size).
 	HeapProfile string
+	// Serve is the giving executable whose "serve" the read side starts
+	// in a child process at each ledger size, to measure serve's own
+	// memory (serveproc.go). The read side needs it.
+	Serve string
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }
@@ -129,6 +137,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Only != "" && o.Only != "write" && o.Only != "read" {
 		return nil, fmt.Errorf("only %q: must be write or read", o.Only)
+	}
+	if o.Only != "write" && o.Serve == "" {
+		return nil, errors.New("the read side needs the giving executable (Options.Serve) to measure serve in its own process")
 	}
 	dir, err := os.MkdirTemp(o.Dir, "giving-bench-")
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -78,11 +77,27 @@ type ReadSize struct {
 	RawStreamRate float64 `json:"raw_stream_read_per_second"`
 	ReplayRatio   float64 `json:"replay_ratio"`
 
-	// HWM is the process's peak resident memory (VmHWM, MiB) from the
-	// projector's catch-up at this size to the end of its measurements. The
-	// service runs in the bench's process, so it includes the bench's
-	// clients and receiver.
-	HWM float64 `json:"vm_hwm_mib"`
+	// HWM is the bench process's peak resident memory (VmHWM, MiB) from
+	// the projector's catch-up at this size to the end of its in-process
+	// measurements. The service measured above runs in the bench's process,
+	// so this includes the fill's leftovers, the catch-up, the clients and
+	// the receiver: it is the bench's figure, not serve's.
+	HWM float64 `json:"bench_vm_hwm_mib"`
+
+	// Serve's own memory: "giving serve" in a child process on this
+	// size's data directory (serveproc.go), sampled after it started,
+	// became ready with no webhook delivery waiting (ServeStartSeconds) and
+	// served ServePages random-cursor pages of the big partner's feed.
+	// ServeRSS and ServeHWM are its VmRSS and VmHWM (MiB),
+	// ServeHeapInuse its Go heap in use (MiB), and ServeLiveHeap the heap
+	// in use after a collection it was then made to run: what it keeps
+	// live.
+	ServeStartSeconds float64 `json:"serve_start_seconds"`
+	ServePages        int     `json:"serve_pages"`
+	ServeRSS          float64 `json:"serve_rss_mib"`
+	ServeHWM          float64 `json:"serve_hwm_mib"`
+	ServeHeapInuse    float64 `json:"serve_heap_inuse_mib"`
+	ServeLiveHeap     float64 `json:"serve_live_heap_mib"`
 }
 
 // readSide fills one data directory to the small and the large size and
@@ -130,6 +145,9 @@ type readState struct {
 	big, bigKey string
 	bigChurch   string
 	bigSeqs     []uint64
+	// cursorKey signs feed cursors, for pages read with no service in
+	// the bench's process.
+	cursorKey []byte
 	// others are the other partners of the fill, each with a church.
 	others, otherChurches []string
 	// hook is the partner with the webhook endpoint; nothing else writes
@@ -153,6 +171,7 @@ func (rs *readState) setUp(ctx context.Context) error {
 		return err
 	}
 	rs.bigKey = key.Secret
+	rs.cursorKey = svc.st.Secrets.Key("cursor")
 	if rs.hook, _, err = svc.st.Operators.CreatePartner(ctx, "Bench webhook partner", nil); err != nil {
 		return err
 	}
@@ -316,9 +335,11 @@ func (rs *readState) measure(ctx context.Context, n int) (ReadSize, error) {
 	if err := rs.dispatchAndReplay(ctx, &size); err != nil {
 		return size, err
 	}
-	size.HWM = readHWM()
-	rs.r.progress("  VmHWM %.0f MiB", size.HWM)
-	return size, nil
+	if size.HWM, err = procMiB(0, "VmHWM"); err != nil {
+		return size, err
+	}
+	rs.r.progress("  VmHWM of the bench's process %.0f MiB", size.HWM)
+	return size, rs.serveMemory(ctx, &size)
 }
 
 // project runs the service's projector (the one a serving instance runs,
@@ -493,22 +514,6 @@ func latencies(lats []time.Duration, elapsed time.Duration, m Measure) Measure {
 // resetHWM resets the process's peak resident memory (Linux), so VmHWM
 // tells one size's peak.
 func resetHWM() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// readHWM is the process's peak resident memory in MiB, 0 where
-// /proc/self/status does not tell.
-func readHWM() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
 
 // writeHeapProfile writes the live heap, after a collection, to path.
 func writeHeapProfile(path string) error {

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,7 +29,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	r, err := Run(ctx, Options{
 		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50,
 		Duration: 300 * time.Millisecond, Clients: 2, Size: 100, Memory: 256 << 20, Progress: &progress,
-		HeapProfile: heap,
+		HeapProfile: heap, Serve: buildGiving(t),
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
@@ -61,12 +65,17 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
 			"replay events": float64(s.ReplayEvents), "replay rate": s.ReplayRate, "raw stream rate": s.RawStreamRate, "replay ratio": s.ReplayRatio,
-			"VmHWM": s.HWM,
+			"VmHWM": s.HWM, "serve start": s.ServeStartSeconds, "serve VmRSS": s.ServeRSS, "serve VmHWM": s.ServeHWM, "serve heap in use": s.ServeHeapInuse, "serve live heap": s.ServeLiveHeap,
 		} {
 			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
 		}
+		// Serve's own memory: its peak holds what it has now, and the Go
+		// heap is part of what is resident.
+		if s.ServePages != servePages || s.ServeHWM < s.ServeRSS || s.ServeHeapInuse > s.ServeRSS {
+			t.Errorf("size %d: serve read %d pages (want %d), VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB", i, s.ServePages, servePages, s.ServeRSS, s.ServeHWM, s.ServeHeapInuse)
+		}
 	}
-	for _, n := range []string{"200", "2000"} {
+	for _, n := range []string{"200", "2000", "serve.200", "serve.2000"} {
 		// A profile is a gzipped protocol buffer (what go tool pprof reads).
 		zr, err := gzip.NewReader(mustOpen(t, heap+"."+n))
 		if err != nil {
@@ -81,7 +90,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM", "page p99 growth"} {
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
@@ -96,4 +105,74 @@ func mustOpen(t *testing.T, path string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// A serve that exits instead of serving fails the measurement with the end
+// of its stderr, and leaves no process behind.
+func TestServeChildThatDiesFailsWithItsStderr(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "giving")
+	script := "#!/bin/sh\necho \"cannot serve: $*\" >&2\nexit 3\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rs := &readState{r: &Report{opts: Options{Serve: exe, Memory: 256 << 20, Progress: io.Discard}}, dir: filepath.Join(dir, "read")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	size := ReadSize{Events: 10}
+	err := rs.serveMemory(ctx, &size)
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "cannot serve: serve --env sandbox --data "+rs.dir) {
+		t.Fatalf("want the exit and the stderr's tail, got %v", err)
+	}
+	if size.ServeRSS != 0 || size.ServeHWM != 0 {
+		t.Errorf("a dead serve has figures: %+v", size)
+	}
+}
+
+// A serve that never gets ready is killed when the bench gives up (here
+// its context ends), and reaped: no process is left behind.
+func TestServeChildIsKilledWhenTheBenchGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	exe, pidFile := filepath.Join(dir, "giving"), filepath.Join(dir, "pid")
+	script := "#!/bin/sh\necho $$ > " + pidFile + "\nexec sleep 600\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rs := &readState{r: &Report{opts: Options{Serve: exe, Memory: 256 << 20, Progress: io.Discard}}, dir: filepath.Join(dir, "read")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- rs.serveMemory(ctx, &ReadSize{Events: 10}) }()
+	var pid int
+	if err := poll(context.Background(), time.Minute, "the child to write its pid", func() (bool, error) {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("want the context's end, got %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serveMemory did not return after its context ended")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the child %d is still there after the bench gave up (kill -0: %v)", pid, err)
+	}
+}
+
+// buildGiving builds the giving executable for the read side to run serve
+// from.
+func buildGiving(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "giving")
+	out, err := exec.Command("go", "build", "-o", exe, "github.com/partnergiving/giving/cmd/giving").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
 }

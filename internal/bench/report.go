@@ -74,7 +74,10 @@ func (rr *ReadReport) write(w io.Writer) error {
 	row("replay vs raw ordered read", func(s ReadSize) string {
 		return f("%.0f vs %.0f events/s = %.2f× (%d events)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents)
 	})
-	row("VmHWM (service and bench, one process)", func(s ReadSize) string { return f("%.0f MiB", s.HWM) })
+	row("VmHWM of the bench's process (service, fill, catch-up, clients, receiver)", func(s ReadSize) string { return f("%.0f MiB", s.HWM) })
+	row("serve in its own process: VmRSS / VmHWM", func(s ReadSize) string {
+		return f("%.0f / %.0f MiB (Go heap in use %.0f MiB, %.0f MiB after a collection; ready in %.1f s, then %d random-cursor pages)", s.ServeRSS, s.ServeHWM, s.ServeHeapInuse, s.ServeLiveHeap, s.ServeStartSeconds, s.ServePages)
+	})
 	if err := tw.Flush(); err != nil {
 		return err
 	}

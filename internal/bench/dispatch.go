@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -125,6 +127,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return err
 	}
 	defer svc.close()
+	stopProfile, err := startCPUProfile(o.BurstProfile, strconv.Itoa(size.Events))
+	if err != nil {
+		return err
+	}
 	var got map[string]time.Time
 	if err := poll(ctx, 10*time.Minute, "the burst's deliveries", func() (bool, error) {
 		// Only the count until enough have arrived: times copies every id
@@ -136,6 +142,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		got = rs.hooks.times(ids)
 		return len(got) == len(ids), nil
 	}); err != nil {
+		stopProfile()
+		return err
+	}
+	if err := stopProfile(); err != nil {
 		return err
 	}
 	first, last := spread(got)
@@ -143,7 +153,15 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	if d.BareRate, err = rs.bareLoop(ctx, o.Duration); err != nil {
+	stopProfile, err = startCPUProfile(o.BurstProfile, fmt.Sprintf("%d.bare", size.Events))
+	if err != nil {
+		return err
+	}
+	d.BareRate, err = rs.bareLoop(ctx, o.Duration)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return err
 	}
 	if d.BareRate == 0 {
@@ -159,6 +177,26 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d ticks skipped)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	return rs.replay(ctx, svc, size)
+}
+
+// startCPUProfile starts a CPU profile written to path suffixed with
+// suffix, and returns what stops it; with no path it does nothing.
+func startCPUProfile(path, suffix string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path + "." + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("burst profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func spread(got map[string]time.Time) (first, last time.Time) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -127,7 +128,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return err
 	}
 	defer svc.close()
-	stopProfile, err := startCPUProfile(o.BurstProfile, strconv.Itoa(size.Events))
+	stopProfile, err := rs.startCPUProfile(strconv.Itoa(size.Events))
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	stopProfile, err = startCPUProfile(o.BurstProfile, fmt.Sprintf("%d.bare", size.Events))
+	stopProfile, err = rs.startCPUProfile(fmt.Sprintf("%d.bare", size.Events))
 	if err != nil {
 		return err
 	}
@@ -179,9 +180,12 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	return rs.replay(ctx, svc, size)
 }
 
-// startCPUProfile starts a CPU profile written to path suffixed with
-// suffix, and returns what stops it; with no path it does nothing.
-func startCPUProfile(path, suffix string) (stop func() error, err error) {
+// startCPUProfile starts a CPU profile written to the burst profile's path
+// suffixed with suffix, and returns what stops it and reports the POSTs the
+// receiver got meanwhile and the process's CPU time per POST; with no path
+// it does nothing.
+func (rs *readState) startCPUProfile(suffix string) (stop func() error, err error) {
+	path := rs.r.opts.BurstProfile
 	if path == "" {
 		return func() error { return nil }, nil
 	}
@@ -193,10 +197,22 @@ func startCPUProfile(path, suffix string) (stop func() error, err error) {
 		f.Close()
 		return nil, fmt.Errorf("burst profile: %w", err)
 	}
+	posts, cpu := rs.hooks.count(), processCPU()
 	return func() error {
 		pprof.StopCPUProfile()
+		n, used := rs.hooks.count()-posts, processCPU()-cpu
+		rs.r.progress("    profile %s: %d POSTs received, %.0f µs of process CPU each", f.Name(), n, float64(used.Microseconds())/float64(max(n, 1)))
 		return f.Close()
 	}, nil
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func spread(got map[string]time.Time) (first, last time.Time) {

@@ -54,6 +54,8 @@ type receiver struct {
 	srv *http.Server
 	mu  sync.Mutex
 	got map[string]time.Time
+	// answered counts every POST answered 200, repeats included.
+	answered atomic.Int64
 }
 
 func newReceiver() (*receiver, error) {
@@ -85,6 +87,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.got[env.ID] = at
 	}
 	rc.mu.Unlock()
+	rc.answered.Add(1)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -182,7 +185,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 
 // startCPUProfile starts a CPU profile written to the burst profile's path
 // suffixed with suffix, and returns what stops it and reports the POSTs the
-// receiver got meanwhile and the process's CPU time per POST; with no path
+// receiver answered meanwhile and the process's CPU time per POST; with no path
 // it does nothing.
 func (rs *readState) startCPUProfile(suffix string) (stop func() error, err error) {
 	path := rs.r.opts.BurstProfile
@@ -197,11 +200,11 @@ func (rs *readState) startCPUProfile(suffix string) (stop func() error, err erro
 		f.Close()
 		return nil, fmt.Errorf("burst profile: %w", err)
 	}
-	posts, cpu := rs.hooks.count(), processCPU()
+	posts, cpu := rs.hooks.answered.Load(), processCPU()
 	return func() error {
 		pprof.StopCPUProfile()
-		n, used := rs.hooks.count()-posts, processCPU()-cpu
-		rs.r.progress("    profile %s: %d POSTs received, %.0f µs of process CPU each", f.Name(), n, float64(used.Microseconds())/float64(max(n, 1)))
+		n, used := rs.hooks.answered.Load()-posts, processCPU()-cpu
+		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, float64(used.Microseconds())/float64(max(n, 1)))
 		return f.Close()
 	}, nil
 }

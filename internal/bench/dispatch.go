@@ -126,15 +126,18 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
 	before := rs.hooks.count()
-	svc, err := startService(ctx, rs.dir, o.Memory)
-	if err != nil {
-		return err
-	}
-	defer svc.close()
+	// The profile spans the service's start: the deliveries begin while
+	// its projector catches up on the burst, and so does the rate.
 	stopProfile, err := rs.startCPUProfile(strconv.Itoa(size.Events))
 	if err != nil {
 		return err
 	}
+	svc, err := startService(ctx, rs.dir, o.Memory)
+	if err != nil {
+		stopProfile()
+		return err
+	}
+	defer svc.close()
 	var got map[string]time.Time
 	if err := poll(ctx, 10*time.Minute, "the burst's deliveries", func() (bool, error) {
 		// Only the count until enough have arrived: times copies every id

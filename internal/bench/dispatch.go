@@ -56,6 +56,15 @@ type receiver struct {
 	got map[string]time.Time
 	// answered counts every POST answered 200, repeats included.
 	answered atomic.Int64
+	// next, when set, is closed by the next POST answered 200.
+	next atomic.Pointer[chan struct{}]
+}
+
+// nextPost returns a channel closed when the receiver next answers a POST.
+func (rc *receiver) nextPost() <-chan struct{} {
+	c := make(chan struct{})
+	rc.next.Store(&c)
+	return c
 }
 
 func newReceiver() (*receiver, error) {
@@ -88,6 +97,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.mu.Unlock()
 	rc.answered.Add(1)
+	if c := rc.next.Swap(nil); c != nil {
+		close(*c)
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -126,15 +138,13 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
 	before := rs.hooks.count()
-	// The profile spans the service's start: the deliveries begin while
-	// its projector catches up on the burst, and so does the rate.
-	stopProfile, err := rs.startCPUProfile(strconv.Itoa(size.Events))
-	if err != nil {
-		return err
-	}
+	// The profile starts with the burst's first delivery, as its rate does:
+	// what the service does on starting, before it, is left out; what it
+	// does meanwhile (its projector catching up on the burst) is in.
+	profiling := rs.profileFromNextPost(ctx, strconv.Itoa(size.Events))
 	svc, err := startService(ctx, rs.dir, o.Memory)
 	if err != nil {
-		stopProfile()
+		profiling.stop()
 		return err
 	}
 	defer svc.close()
@@ -149,10 +159,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		got = rs.hooks.times(ids)
 		return len(got) == len(ids), nil
 	}); err != nil {
-		stopProfile()
+		profiling.stop()
 		return err
 	}
-	if err := stopProfile(); err != nil {
+	if err := profiling.stop(); err != nil {
 		return err
 	}
 	first, last := spread(got)
@@ -160,7 +170,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	stopProfile, err = rs.startCPUProfile(fmt.Sprintf("%d.bare", size.Events))
+	stopProfile, err := rs.startCPUProfile(fmt.Sprintf("%d.bare", size.Events))
 	if err != nil {
 		return err
 	}
@@ -184,6 +194,46 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d ticks skipped)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	return rs.replay(ctx, svc, size)
+}
+
+// postProfile is a burst profile that starts with the receiver's next POST.
+type postProfile struct {
+	started chan func() error
+	cancel  context.CancelFunc
+}
+
+// profileFromNextPost starts a CPU profile (startCPUProfile) when the
+// receiver answers its next POST; with no burst profile path it does
+// nothing.
+func (rs *readState) profileFromNextPost(ctx context.Context, suffix string) *postProfile {
+	p := &postProfile{started: make(chan func() error, 1)}
+	if rs.r.opts.BurstProfile == "" {
+		p.started <- func() error { return nil }
+		p.cancel = func() {}
+		return p
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	next := rs.hooks.nextPost()
+	go func() {
+		select {
+		case <-next:
+		case <-ctx.Done():
+			p.started <- func() error { return ctx.Err() }
+			return
+		}
+		stop, err := rs.startCPUProfile(suffix)
+		if err != nil {
+			stop = func() error { return err }
+		}
+		p.started <- stop
+	}()
+	return p
+}
+
+// stop stops the profile, or its wait for the first POST.
+func (p *postProfile) stop() error {
+	p.cancel()
+	return (<-p.started)()
 }
 
 // startCPUProfile starts a CPU profile written to the burst profile's path

@@ -156,12 +156,18 @@ const recordAckWait = 30 * time.Second
 // more (the caller then records synchronously).
 const maxAsyncPending = 4096
 
+// recordRound is the least time between two rounds of RecordAsync's sends
+// while attempts keep coming: a burst's attempts gather a few ms' worth to a
+// message, while an attempt that finds no round under way goes at once.
+const recordRound = 2 * time.Millisecond
+
 // asyncRecords are the attempts RecordAsync was given and has not yet sent.
 // One flusher, running while there are any, sends each endpoint's as one
 // message, waits for the server to acknowledge the round, and sends what
 // gathered meanwhile: at a trickle every attempt is sent at once on its
 // own, in a burst the attempts gathered during a round trip share one
-// message, one store and one acknowledgement.
+// message, one store and one acknowledgement (rounds at most every
+// recordRound).
 type asyncRecords struct {
 	// pub is held while attempts are taken and handed to the connection,
 	// so they reach the server in the order they were recorded.
@@ -242,6 +248,8 @@ func (a *AttemptLog) flush() {
 		if len(pending) == 0 {
 			return
 		}
+		// Busy: let the next round gather a little more.
+		time.Sleep(recordRound)
 	}
 }
 

@@ -1,12 +1,14 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,7 +28,9 @@ const AttemptsListed = 50
 
 // AttemptLog keeps webhook delivery attempts in their own JetStream stream,
 // one subject per endpoint holding at most AttemptsListed messages, so the
-// server itself drops the oldest. Attempts are high-volume operational
+// server itself drops the oldest. A message holds one attempt, or the
+// attempts of one endpoint that RecordAsync sent together; Last lists the
+// newest AttemptsListed. Attempts are high-volume operational
 // records, not facts of the ledger: on a single node the stream persists
 // asynchronously (acknowledged before the disk sync, as the architecture
 // allows for such records), on a cluster it relies on replication.
@@ -35,6 +39,7 @@ type AttemptLog struct {
 	name   string
 	prefix string
 	stream jetstream.Stream
+	async  asyncRecords
 }
 
 // OpenAttemptLog opens (creating as needed) the attempt log of the ledger's
@@ -73,66 +78,263 @@ func (a *AttemptLog) subject(partner, endpoint string) (string, error) {
 	return a.prefix + partner + "." + endpoint, nil
 }
 
-// encode returns the subject and the bytes an attempt is logged as.
-func (a *AttemptLog) encode(partner string, at domain.DeliveryAttempt) (string, []byte, error) {
-	subject, err := a.subject(partner, at.EndpointID)
-	if err != nil {
-		return "", nil, err
+// encode returns the bytes attempts recorded together are logged as: one
+// attempt as its object, more as an array of them, oldest first, in one
+// message (decodeAttempts reads both).
+func encodeAttempts(ats []domain.DeliveryAttempt) ([]byte, error) {
+	var data []byte
+	var err error
+	if len(ats) == 1 {
+		data, err = json.Marshal(ats[0])
+	} else {
+		data, err = json.Marshal(ats)
 	}
-	data, err := json.Marshal(at)
 	if err != nil {
-		return "", nil, natsErr("attempt log", err)
+		return nil, natsErr("attempt log", err)
 	}
-	return subject, data, nil
+	return data, nil
 }
 
-// Record appends one attempt to its endpoint's log.
+// decodeAttempts reads a message of the log: one attempt, or an array of
+// attempts recorded together, oldest first.
+func decodeAttempts(data []byte) ([]domain.DeliveryAttempt, error) {
+	if b := bytes.TrimSpace(data); len(b) > 0 && b[0] == '[' {
+		var ats []domain.DeliveryAttempt
+		err := json.Unmarshal(b, &ats)
+		return ats, err
+	}
+	var at domain.DeliveryAttempt
+	if err := json.Unmarshal(data, &at); err != nil {
+		return nil, err
+	}
+	return []domain.DeliveryAttempt{at}, nil
+}
+
+// Record appends one attempt to its endpoint's log and waits for the server
+// to store it. The endpoint's attempts RecordAsync still holds go first, so
+// the log keeps the order in which attempts were recorded.
 func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.DeliveryAttempt) error {
-	subject, data, err := a.encode(partner, at)
+	subject, err := a.subject(partner, at.EndpointID)
 	if err != nil {
 		return err
 	}
-	if _, err := a.l.js.Publish(ctx, subject, data, jetstream.WithExpectStream(a.name)); err != nil {
+	data, err := encodeAttempts([]domain.DeliveryAttempt{at})
+	if err != nil {
+		return err
+	}
+	q := &a.async
+	q.pub.Lock()
+	q.mu.Lock()
+	earlier := q.pending[subject]
+	delete(q.pending, subject)
+	q.n -= len(earlier)
+	q.mu.Unlock()
+	sent := a.publish(subject, earlier)
+	f, err := a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
+	q.pub.Unlock()
+	if len(sent) > 0 {
+		go a.await(sent)
+	}
+	if err != nil {
 		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
-	return nil
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
+	case <-ctx.Done():
+		return natsErr(fmt.Sprintf("attempt log %s", subject), ctx.Err())
+	}
 }
 
 // recordAckWait bounds how long RecordAsync waits for the server's
 // acknowledgement before it reports the attempt lost.
 const recordAckWait = 30 * time.Second
 
+// maxAsyncPending bounds the attempts RecordAsync holds before it refuses
+// more (the caller then records synchronously).
+const maxAsyncPending = 4096
+
+// recordRound is the least time between two rounds of RecordAsync's sends
+// while attempts keep coming: a burst's attempts gather a few ms' worth to a
+// message, while an attempt that finds no round under way goes at once.
+const recordRound = 2 * time.Millisecond
+
+// asyncRecords are the attempts RecordAsync was given and has not yet sent.
+// One flusher, running while there are any, sends each endpoint's as one
+// message, waits for the server to acknowledge the round, and sends what
+// gathered meanwhile: at a trickle every attempt is sent at once on its
+// own, in a burst the attempts gathered during a round trip share one
+// message, one store and one acknowledgement (rounds at most every
+// recordRound).
+type asyncRecords struct {
+	// pub is held while attempts are taken and handed to the connection,
+	// so they reach the server in the order they were recorded.
+	pub     sync.Mutex
+	mu      sync.Mutex
+	pending map[string][]pendingAttempt // by subject, oldest first
+	n       int
+	running bool
+	// settled are closed once a round that started after they were added
+	// has been acknowledged (Settle).
+	settled []chan struct{}
+}
+
+type pendingAttempt struct {
+	at   domain.DeliveryAttempt
+	lost func(error)
+}
+
+// sentAttempts are attempts sent as one message and waiting for the
+// server's acknowledgement.
+type sentAttempts struct {
+	subject string
+	f       jetstream.PubAckFuture
+	ats     []pendingAttempt
+}
+
 // RecordAsync appends one attempt without waiting for the server: when it
-// returns the attempt is on its way, in order with this process's other
-// records. lost hears, on a goroutine of its own, of an attempt the server
-// did not acknowledge. An error (too many records already on their way, or
-// an unsafe subject) means it was not sent.
+// returns the attempt will be sent, in order with this process's other
+// records. lost hears, on another goroutine, of an attempt the server did
+// not acknowledge. An error (too many records already waiting, or an unsafe
+// subject) means it will not be sent.
 func (a *AttemptLog) RecordAsync(partner string, at domain.DeliveryAttempt, lost func(error)) error {
-	subject, data, err := a.encode(partner, at)
+	subject, err := a.subject(partner, at.EndpointID)
 	if err != nil {
 		return err
 	}
-	f, err := a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
-	if err != nil {
-		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
+	q := &a.async
+	q.mu.Lock()
+	if q.n >= maxAsyncPending {
+		q.mu.Unlock()
+		return fmt.Errorf("attempt log %s: %d attempts already waiting to be sent", subject, maxAsyncPending)
 	}
-	go func() {
-		t := time.NewTimer(recordAckWait)
-		defer t.Stop()
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			lost(natsErr(fmt.Sprintf("attempt log %s", subject), err))
-		case <-t.C:
-			lost(fmt.Errorf("attempt log %s: not acknowledged within %s", subject, recordAckWait))
-		}
-	}()
+	if q.pending == nil {
+		q.pending = map[string][]pendingAttempt{}
+	}
+	q.pending[subject] = append(q.pending[subject], pendingAttempt{at: at, lost: lost})
+	q.n++
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go a.flush()
+	}
 	return nil
 }
 
-// Settle waits until the server has acknowledged every attempt RecordAsync
-// sent, or ctx ends.
+// flush sends the waiting attempts round after round until none are left.
+func (a *AttemptLog) flush() {
+	q := &a.async
+	for {
+		q.pub.Lock()
+		q.mu.Lock()
+		pending, settled := q.pending, q.settled
+		q.pending, q.settled, q.n = nil, nil, 0
+		if len(pending) == 0 {
+			q.running = false
+		}
+		q.mu.Unlock()
+		var sent []sentAttempts
+		for subject, ats := range pending {
+			sent = append(sent, a.publish(subject, ats)...)
+		}
+		q.pub.Unlock()
+		a.await(sent)
+		for _, c := range settled {
+			close(c)
+		}
+		if len(pending) == 0 {
+			return
+		}
+		// Busy: let the next round gather a little more.
+		time.Sleep(recordRound)
+	}
+}
+
+// publish sends an endpoint's waiting attempts, at most AttemptsListed to a
+// message. An attempt that cannot be sent is reported lost at once.
+func (a *AttemptLog) publish(subject string, pending []pendingAttempt) []sentAttempts {
+	var sent []sentAttempts
+	for chunk := range slices.Chunk(pending, AttemptsListed) {
+		ats := make([]domain.DeliveryAttempt, len(chunk))
+		for i, p := range chunk {
+			ats[i] = p.at
+		}
+		data, err := encodeAttempts(ats)
+		var f jetstream.PubAckFuture
+		if err == nil {
+			f, err = a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
+		}
+		if err != nil {
+			reportLost(chunk, natsErr(fmt.Sprintf("attempt log %s", subject), err))
+			continue
+		}
+		sent = append(sent, sentAttempts{subject: subject, f: f, ats: chunk})
+	}
+	return sent
+}
+
+// await waits for the server to acknowledge sent attempts, at most
+// recordAckWait in all, and reports those it did not acknowledge lost.
+func (a *AttemptLog) await(sent []sentAttempts) {
+	if len(sent) == 0 {
+		return
+	}
+	t := time.NewTimer(recordAckWait)
+	defer t.Stop()
+	expired := false
+	for _, s := range sent {
+		var err error
+		if expired {
+			select {
+			case <-s.f.Ok():
+				continue
+			case err = <-s.f.Err():
+			default:
+			}
+		} else {
+			select {
+			case <-s.f.Ok():
+				continue
+			case err = <-s.f.Err():
+			case <-t.C:
+				expired = true
+			}
+		}
+		if err != nil {
+			reportLost(s.ats, natsErr(fmt.Sprintf("attempt log %s", s.subject), err))
+		} else {
+			reportLost(s.ats, fmt.Errorf("attempt log %s: not acknowledged within %s", s.subject, recordAckWait))
+		}
+	}
+}
+
+func reportLost(ats []pendingAttempt, err error) {
+	for _, p := range ats {
+		p.lost(err)
+	}
+}
+
+// Settle waits until the server has acknowledged every attempt sent so far,
+// RecordAsync's waiting ones included, or ctx ends.
 func (a *AttemptLog) Settle(ctx context.Context) {
+	q := &a.async
+	q.mu.Lock()
+	var done chan struct{}
+	if q.running {
+		done = make(chan struct{})
+		q.settled = append(q.settled, done)
+	}
+	q.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 	select {
 	case <-a.l.js.PublishAsyncComplete():
 	case <-ctx.Done():
@@ -154,12 +356,14 @@ func (a *AttemptLog) Last(ctx context.Context, partner, endpoint string) ([]doma
 	}
 	out := make([]domain.DeliveryAttempt, 0, len(msgs))
 	for _, m := range msgs {
-		var at domain.DeliveryAttempt
-		if err := json.Unmarshal(m.Data, &at); err != nil {
+		ats, err := decodeAttempts(m.Data)
+		if err != nil {
 			return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
 		}
-		out = append(out, at)
+		out = append(out, ats...)
 	}
+	// Messages holding several attempts keep more than AttemptsListed.
+	out = out[max(len(out)-AttemptsListed, 0):]
 	slices.Reverse(out)
 	return out, nil
 }
@@ -177,11 +381,14 @@ func (a *AttemptLog) Newest(ctx context.Context, partner, endpoint string) (*dom
 	if err != nil {
 		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
-	var at domain.DeliveryAttempt
-	if err := json.Unmarshal(m.Data, &at); err != nil {
+	ats, err := decodeAttempts(m.Data)
+	if err == nil && len(ats) == 0 {
+		err = errors.New("the newest message holds no attempt")
+	}
+	if err != nil {
 		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
-	return &at, nil
+	return &ats[len(ats)-1], nil
 }
 
 // Forget drops an endpoint's attempts, once the endpoint is deleted.

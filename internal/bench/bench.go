@@ -62,6 +62,12 @@ type Options struct {
 	// in a child process at each ledger size, to measure serve's own
 	// memory (serveproc.go). The read side needs it.
 	Serve string
+	// BurstProfile, when set, is where the read side writes a CPU profile
+	// of each dispatch burst (suffixed with the ledger size): from the
+	// service's start to the burst's last delivery, so the dispatcher's
+	// cost per delivery can be read apart from the rest of the run; and
+	// one of the bare loop it is compared with (suffixed .bare).
+	BurstProfile string
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }

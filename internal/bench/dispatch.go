@@ -9,9 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -51,6 +54,17 @@ type receiver struct {
 	srv *http.Server
 	mu  sync.Mutex
 	got map[string]time.Time
+	// answered counts every POST answered 200, repeats included.
+	answered atomic.Int64
+	// next, when set, is closed by the next POST answered 200.
+	next atomic.Pointer[chan struct{}]
+}
+
+// nextPost returns a channel closed when the receiver next answers a POST.
+func (rc *receiver) nextPost() <-chan struct{} {
+	c := make(chan struct{})
+	rc.next.Store(&c)
+	return c
 }
 
 func newReceiver() (*receiver, error) {
@@ -82,6 +96,10 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.got[env.ID] = at
 	}
 	rc.mu.Unlock()
+	rc.answered.Add(1)
+	if c := rc.next.Swap(nil); c != nil {
+		close(*c)
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -120,8 +138,13 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
 	before := rs.hooks.count()
+	// The profile starts with the burst's first delivery, as its rate does:
+	// what the service does on starting, before it, is left out; what it
+	// does meanwhile (its projector catching up on the burst) is in.
+	profiling := rs.profileFromNextPost(ctx, strconv.Itoa(size.Events))
 	svc, err := startService(ctx, rs.dir, o.Memory)
 	if err != nil {
+		profiling.stop()
 		return err
 	}
 	defer svc.close()
@@ -136,6 +159,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		got = rs.hooks.times(ids)
 		return len(got) == len(ids), nil
 	}); err != nil {
+		profiling.stop()
+		return err
+	}
+	if err := profiling.stop(); err != nil {
 		return err
 	}
 	first, last := spread(got)
@@ -143,7 +170,15 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	if d.BareRate, err = rs.bareLoop(ctx, o.Duration); err != nil {
+	stopProfile, err := rs.startCPUProfile(fmt.Sprintf("%d.bare", size.Events))
+	if err != nil {
+		return err
+	}
+	d.BareRate, err = rs.bareLoop(ctx, o.Duration)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return err
 	}
 	if d.BareRate == 0 {
@@ -159,6 +194,81 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d ticks skipped)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	return rs.replay(ctx, svc, size)
+}
+
+// postProfile is a burst profile that starts with the receiver's next POST.
+type postProfile struct {
+	started chan func() error
+	cancel  context.CancelFunc
+}
+
+// profileFromNextPost starts a CPU profile (startCPUProfile) when the
+// receiver answers its next POST; with no burst profile path it does
+// nothing.
+func (rs *readState) profileFromNextPost(ctx context.Context, suffix string) *postProfile {
+	p := &postProfile{started: make(chan func() error, 1)}
+	if rs.r.opts.BurstProfile == "" {
+		p.started <- func() error { return nil }
+		p.cancel = func() {}
+		return p
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	next := rs.hooks.nextPost()
+	go func() {
+		select {
+		case <-next:
+		case <-ctx.Done():
+			p.started <- func() error { return ctx.Err() }
+			return
+		}
+		stop, err := rs.startCPUProfile(suffix)
+		if err != nil {
+			stop = func() error { return err }
+		}
+		p.started <- stop
+	}()
+	return p
+}
+
+// stop stops the profile, or its wait for the first POST.
+func (p *postProfile) stop() error {
+	p.cancel()
+	return (<-p.started)()
+}
+
+// startCPUProfile starts a CPU profile written to the burst profile's path
+// suffixed with suffix, and returns what stops it and reports the POSTs the
+// receiver answered meanwhile and the process's CPU time per POST; with no path
+// it does nothing.
+func (rs *readState) startCPUProfile(suffix string) (stop func() error, err error) {
+	path := rs.r.opts.BurstProfile
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path + "." + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("burst profile: %w", err)
+	}
+	posts, cpu := rs.hooks.answered.Load(), processCPU()
+	return func() error {
+		pprof.StopCPUProfile()
+		n, used := rs.hooks.answered.Load()-posts, processCPU()-cpu
+		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, float64(used.Microseconds())/float64(max(n, 1)))
+		return f.Close()
+	}, nil
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func spread(got map[string]time.Time) (first, last time.Time) {

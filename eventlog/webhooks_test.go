@@ -1,0 +1,77 @@
+package eventlog_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+// Attempts recorded without waiting, in a burst that the log stores several
+// to a message, and one recorded synchronously after them, are listed in
+// the order they were recorded, the newest AttemptsListed of them; Newest
+// is the last recorded; another endpoint's attempts stay apart.
+func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	log, err := l.OpenAttemptLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partner, ep, other := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint), domain.NewID(domain.PrefixEndpoint)
+	attempt := func(endpoint string, i int, outcome domain.DeliveryOutcome) domain.DeliveryAttempt {
+		return domain.DeliveryAttempt{
+			ID: domain.NewID(domain.PrefixAttempt), EndpointID: endpoint, EventID: fmt.Sprintf("evt_%d", i),
+			EventType: "deposit.received", Attempt: 1, Outcome: outcome, AttemptedAt: time.Now().UTC(),
+		}
+	}
+	var lost atomic.Int32
+	const burst = 3 * eventlog.AttemptsListed
+	for i := range burst {
+		for _, endpoint := range []string{ep, other} {
+			if err := log.RecordAsync(partner, attempt(endpoint, i, domain.DeliverySucceeded), func(error) { lost.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := log.Record(ctx, partner, attempt(ep, burst, domain.DeliveryFailed)); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	log.Settle(sctx)
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d attempts lost", n)
+	}
+	got, err := log.Last(ctx, partner, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != eventlog.AttemptsListed {
+		t.Fatalf("listed %d attempts, want %d", len(got), eventlog.AttemptsListed)
+	}
+	for i, at := range got {
+		if want := fmt.Sprintf("evt_%d", burst-i); at.EventID != want || at.EndpointID != ep {
+			t.Fatalf("attempt %d is %s of %s, want %s of %s (newest first)", i, at.EventID, at.EndpointID, want, ep)
+		}
+	}
+	if got[0].Outcome != domain.DeliveryFailed {
+		t.Fatalf("the synchronous record is not the newest: %+v", got[0])
+	}
+	newest, err := log.Newest(ctx, partner, ep)
+	if err != nil || newest == nil || newest.ID != got[0].ID {
+		t.Fatalf("Newest = %+v, %v; want %s", newest, err, got[0].ID)
+	}
+	others, err := log.Last(ctx, partner, other)
+	if err != nil || len(others) != eventlog.AttemptsListed {
+		t.Fatalf("the other endpoint's log: %d attempts, %v", len(others), err)
+	}
+	if want := fmt.Sprintf("evt_%d", burst-1); others[0].EventID != want || others[0].EndpointID != other {
+		t.Fatalf("the other endpoint's newest: %+v, want %s", others[0], want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,74 @@ func TestPipelineStopsAtAFailedTransactionAndResumes(t *testing.T) {
 	}
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed file (%d feed entries) differs from a rebuild", len(got["feed"]))
+	}
+}
+
+// A rebuild's transaction spans several batches; one that fails drops
+// what it held since the last commit, stops the follower with its error at
+// once, and a new span resumes from the checkpoint to the same file a
+// rebuild makes.
+func TestSpanningTransactionFailsAndResumes(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 500, 7)
+	total, err := l.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := openRebuild(filepath.Join(dir, "spanned.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// Batches of at most 100, a commit every 300 events or so. Once a
+	// commit is made and events are applied after it, a batch fails in
+	// its transaction (it misses its first event).
+	span := s.newTxSpan(300)
+	var failedPast uint64
+	pl := s.startPipelineEnding(func(recs []eventlog.Record, evs []domain.Event) error {
+		if failedPast == 0 && s.Applied() > 0 && span.held > 0 {
+			failedPast = span.last
+			return span.apply(recs[1:], evs[1:])
+		}
+		return span.apply(recs, evs)
+	}, span.end, nil)
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err = followInto(wait, l, pl, 100, nil)
+	if err == nil || !strings.Contains(err.Error(), "gap in ledger") || wait.Err() != nil {
+		t.Fatalf("follower ended with %v (deadline: %v), want the transaction's error at once", err, wait.Err())
+	}
+	if s.Applied() == 0 || s.Applied() >= failedPast || span.last != s.Applied() {
+		t.Fatalf("checkpoint %d (span at %d) after a failure past %d: want the last commit's", s.Applied(), span.last, failedPast)
+	}
+
+	span = s.newTxSpan(300)
+	stop := func(last uint64) bool { return last >= total }
+	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, nil), 100, stop); err != nil {
+		t.Fatal(err)
+	}
+	if s.Applied() != total {
+		t.Fatalf("resumed to %d, want %d", s.Applied(), total)
+	}
+	live, err := Open(filepath.Join(dir, "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := followInto(ctx, l, live.startPipeline(nil, nil), 100, stop); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := live.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
 	}
 }

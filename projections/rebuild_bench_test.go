@@ -119,13 +119,16 @@ func BenchmarkApplyDecoded(b *testing.B) {
 		s.db.NoSync = true
 		b.StartTimer()
 		start := cpuTime(b, syscall.RUSAGE_THREAD)
-		// Two batches a transaction: what the pipeline applies when the
-		// transactions are what holds it up.
-		for from := 0; from < len(recs); from += 2 * rebuildBatch {
-			to := min(from+2*rebuildBatch, len(recs))
-			if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
+		// Batch by batch into a rebuild's spanning transactions.
+		span := s.newTxSpan(spanEvents)
+		for from := 0; from < len(recs); from += rebuildBatch {
+			to := min(from+rebuildBatch, len(recs))
+			if err := span.apply(recs[from:to], evs[from:to]); err != nil {
 				b.Fatal(err)
 			}
+		}
+		if err := span.end(true); err != nil {
+			b.Fatal(err)
 		}
 		cpu += cpuTime(b, syscall.RUSAGE_THREAD) - start
 		b.StopTimer()

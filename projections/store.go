@@ -217,12 +217,104 @@ func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 	return nil
 }
 
+// txSpan applies a rebuild's batches into one write transaction until it
+// holds spanEvents events, then commits. A commit writes every page the
+// transaction changed, and in a rebuild each batch changes the last page of
+// every partner's feed, feed types and public events: a transaction per
+// batch rewrote those thousands of pages for a few new entries each, which
+// was most of a commit's cost and most of a replay's. The span's index
+// writes are made together, sorted, before it commits (see indexWrites):
+// made batch by batch, each batch's would be inserted among the previous
+// ones' in nodes that bbolt splits only at the commit.
+//
+// It is for a file no one reads until it is complete (catchUpFile): a
+// failure drops what the open transaction holds, and the checkpoint is
+// still the last commit's.
+type txSpan struct {
+	s       *Store
+	every   int
+	tx      *bolt.Tx
+	indexes *indexWrites
+	held    int
+	// last is the last sequence applied, committed or not.
+	last uint64
+}
+
+// spanEvents is how many events a rebuild's transaction applies before it
+// commits: what the transaction holds (the pages it changed and the keys
+// and envelopes it was given) stays in memory until then.
+const spanEvents = 50_000
+
+func (s *Store) newTxSpan(every int) *txSpan { return &txSpan{s: s, every: every, last: s.Applied()} }
+
+// apply applies one batch in the open transaction (opening one if none is),
+// and commits once the transaction holds enough events.
+func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
+	if t.tx == nil {
+		t.s.mu.RLock()
+		tx, err := t.s.db.Begin(true)
+		if err != nil {
+			t.s.mu.RUnlock()
+			return err
+		}
+		t.tx, t.indexes, t.last = tx, newIndexWrites(t.every), readApplied(tx)
+	}
+	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes)
+	if err != nil {
+		return errors.Join(err, t.end(false))
+	}
+	if last > 0 {
+		t.last = last
+		t.held += len(recs)
+	}
+	if t.held >= t.every {
+		return t.end(true)
+	}
+	return nil
+}
+
+// end commits the open transaction (or rolls it back when not ok).
+func (t *txSpan) end(ok bool) (err error) {
+	if t.tx == nil {
+		return nil
+	}
+	tx, indexes, held := t.tx, t.indexes, t.held
+	t.tx, t.indexes, t.held = nil, nil, 0
+	defer t.s.mu.RUnlock()
+	defer func() {
+		if err != nil || !ok {
+			t.last = t.s.Applied()
+		}
+	}()
+	if !ok || held == 0 {
+		return tx.Rollback()
+	}
+	if err := checkpoint(tx, indexes, t.last); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	t.s.advance(t.last)
+	return nil
+}
+
 // applyBatch applies records past the checkpoint and moves the checkpoint.
 // It returns the new checkpoint, or 0 if nothing was new.
 func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
-	applied := readApplied(tx)
-	var last uint64
 	indexes := newIndexWrites(len(recs))
+	last, err := applyRecords(tx, readApplied(tx), recs, evs, indexes)
+	if err != nil || last == 0 {
+		return 0, err
+	}
+	return last, checkpoint(tx, indexes, last)
+}
+
+// applyRecords runs the appliers of the records past sequence applied and
+// collects their index writes in indexes. It returns the last sequence
+// applied, or 0 if nothing was new.
+func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []domain.Event, indexes *indexWrites) (uint64, error) {
+	var last uint64
 	for i, rec := range recs {
 		if rec.Seq <= applied {
 			continue
@@ -241,13 +333,16 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64
 		}
 		applied, last = rec.Seq, rec.Seq
 	}
-	if last == 0 {
-		return 0, nil
-	}
+	return last, nil
+}
+
+// checkpoint makes the collected index writes and moves the checkpoint to
+// last.
+func checkpoint(tx *bolt.Tx, indexes *indexWrites, last uint64) error {
 	if err := indexes.write(tx); err != nil {
-		return 0, fmt.Errorf("projections: indexes of %d-%d: %w", recs[0].Seq, last, err)
+		return fmt.Errorf("projections: indexes up to %d: %w", last, err)
 	}
-	return last, tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
+	return tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
 }
 
 // decodeAll decodes a batch's events before its transaction opens, on every

@@ -37,6 +37,21 @@ var indexBuckets = [numIndexes][]byte{
 	indexFeedTypes:    bucketFeedTypes,
 }
 
+// indexFill is how full bbolt packs a page it splits, per index. The feed
+// and its types are keyed by partner and then sequence: each partner's
+// keys are appended after its last. bbolt's default (half) leaves every
+// page it splits half empty, and that half is never filled, since the next
+// keys go after it: twice the pages to write, at each commit, for the same
+// entries. The msg-ids are caller-chosen and the public events' ids
+// random within a second, so their keys land anywhere in a partner's
+// range, and a full page would split at nearly every insert.
+var indexFill = [numIndexes]float64{
+	indexMsgIDs:       bolt.DefaultFillPercent,
+	indexPublicEvents: bolt.DefaultFillPercent,
+	indexFeedEntries:  1,
+	indexFeedTypes:    1,
+}
+
 type keyValue struct {
 	k, v []byte
 	// order is the write's place among the transaction's writes.
@@ -128,6 +143,7 @@ func (w *indexWrites) write(tx *bolt.Tx) error {
 			return cmp.Compare(a.order, b.order)
 		})
 		b := tx.Bucket(indexBuckets[i])
+		b.FillPercent = indexFill[i]
 		for _, kv := range kvs {
 			if err := b.Put(kv.k, kv.v); err != nil {
 				return err

@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,48 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 	}
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
+	}
+}
+
+// An event no read model reacts to is decoded only for its id, which is the
+// one the full decoding finds; one a read model reacts to is decoded whole.
+func TestDecodeForApplyReadsWhatApplyingTakes(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 20, 3)
+	recs, _, err := l.Read(ctx, l.Subjects().All(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole, idOnly int
+	for _, rec := range recs {
+		full, err := rec.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeForApply(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(appliers[rec.Type]) > 0 {
+			whole++
+			if !reflect.DeepEqual(got, full) {
+				t.Fatalf("%s at %d: decoded %+v, want %+v", rec.Type, rec.Seq, got, full)
+			}
+			continue
+		}
+		idOnly++
+		if got.ID != full.ID || got.Type != full.Type || got.PartnerID != full.PartnerID || got.Payload != nil {
+			t.Fatalf("%s at %d: decoded %+v, want the id %s and no payload", rec.Type, rec.Seq, got, full.ID)
+		}
+	}
+	if whole != 20 || idOnly != 20 {
+		t.Fatalf("%d events decoded whole and %d for their id, want 20 and 20", whole, idOnly)
+	}
+
+	bad := recs[slices.IndexFunc(recs, func(r eventlog.Record) bool { return r.Type == "deposit.received" })]
+	bad.Type = "deposit.unheard_of"
+	bad.Data = bytes.ReplaceAll(bad.Data, []byte(`"deposit.received"`), []byte(`"deposit.unheard_of"`))
+	if _, err := decodeForApply(bad); err == nil {
+		t.Fatal("a record of a type this build does not know was decoded")
 	}
 }

@@ -235,6 +235,7 @@ type txSpan struct {
 	every   int
 	tx      *bolt.Tx
 	indexes *indexWrites
+	counts  *counters
 	held    int
 	// last is the last sequence applied, committed or not.
 	last uint64
@@ -257,9 +258,9 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			t.s.mu.RUnlock()
 			return err
 		}
-		t.tx, t.indexes, t.last = tx, newIndexWrites(t.every), readApplied(tx)
+		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx), readApplied(tx)
 	}
-	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes)
+	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)
 	if err != nil {
 		return errors.Join(err, t.end(false))
 	}
@@ -278,8 +279,8 @@ func (t *txSpan) end(ok bool) (err error) {
 	if t.tx == nil {
 		return nil
 	}
-	tx, indexes, held := t.tx, t.indexes, t.held
-	t.tx, t.indexes, t.held = nil, nil, 0
+	tx, indexes, counts, held := t.tx, t.indexes, t.counts, t.held
+	t.tx, t.indexes, t.counts, t.held = nil, nil, nil, 0
 	defer t.s.mu.RUnlock()
 	defer func() {
 		if err != nil || !ok {
@@ -289,7 +290,7 @@ func (t *txSpan) end(ok bool) (err error) {
 	if !ok || held == 0 {
 		return tx.Rollback()
 	}
-	if err := checkpoint(tx, indexes, t.last); err != nil {
+	if err := checkpoint(tx, indexes, counts, t.last); err != nil {
 		return errors.Join(err, tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
@@ -302,18 +303,18 @@ func (t *txSpan) end(ok bool) (err error) {
 // applyBatch applies records past the checkpoint and moves the checkpoint.
 // It returns the new checkpoint, or 0 if nothing was new.
 func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
-	indexes := newIndexWrites(len(recs))
-	last, err := applyRecords(tx, readApplied(tx), recs, evs, indexes)
+	indexes, counts := newIndexWrites(len(recs)), newCounters(tx)
+	last, err := applyRecords(tx, readApplied(tx), recs, evs, indexes, counts)
 	if err != nil || last == 0 {
 		return 0, err
 	}
-	return last, checkpoint(tx, indexes, last)
+	return last, checkpoint(tx, indexes, counts, last)
 }
 
 // applyRecords runs the appliers of the records past sequence applied and
-// collects their index writes in indexes. It returns the last sequence
-// applied, or 0 if nothing was new.
-func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []domain.Event, indexes *indexWrites) (uint64, error) {
+// collects their index writes in indexes and their additions in counts. It
+// returns the last sequence applied, or 0 if nothing was new.
+func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []domain.Event, indexes *indexWrites, counts *counters) (uint64, error) {
 	var last uint64
 	for i, rec := range recs {
 		if rec.Seq <= applied {
@@ -331,14 +332,20 @@ func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []dom
 				return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
 			}
 		}
+		for _, add := range adders[rec.Type] {
+			add(counts, evs[i])
+		}
 		applied, last = rec.Seq, rec.Seq
 	}
 	return last, nil
 }
 
-// checkpoint makes the collected index writes and moves the checkpoint to
-// last.
-func checkpoint(tx *bolt.Tx, indexes *indexWrites, last uint64) error {
+// checkpoint makes the collected index writes and counters and moves the
+// checkpoint to last.
+func checkpoint(tx *bolt.Tx, indexes *indexWrites, counts *counters, last uint64) error {
+	if err := counts.write(); err != nil {
+		return fmt.Errorf("projections: counters up to %d: %w", last, err)
+	}
 	if err := indexes.write(tx); err != nil {
 		return fmt.Errorf("projections: indexes up to %d: %w", last, err)
 	}
@@ -383,7 +390,7 @@ func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 // replay's every event cost. A record of a type this build does not know
 // is decoded, and refused, as before.
 func decodeForApply(rec eventlog.Record) (domain.Event, error) {
-	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && len(appliers[rec.Type]) == 0 {
+	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && !reactsTo(rec.Type) {
 		id, err := domain.EnvelopeEventID(rec.Data)
 		if err != nil {
 			return domain.Event{}, fmt.Errorf("record %d: %w", rec.Seq, err)
@@ -411,6 +418,12 @@ func on(eventType string, a applier) {
 		panic("projections: unknown event type " + eventType)
 	}
 	appliers[eventType] = append(appliers[eventType], a)
+}
+
+// reactsTo reports whether a read model reacts to the event type (with an
+// applier or by adding to counters).
+func reactsTo(eventType string) bool {
+	return len(appliers[eventType]) > 0 || len(adders[eventType]) > 0
 }
 
 // bucket declares a bucket the read models use.

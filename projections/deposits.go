@@ -8,7 +8,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 )
 
 var (
@@ -29,20 +28,16 @@ type Balance struct {
 }
 
 func init() {
-	on("deposit.credited", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
-		c := ev.Payload.(*domain.DepositCredited)
-		church := []byte(ev.PartnerID + "/" + ev.ChurchID)
-		balances := tx.Bucket(bucketBalances)
-		total, count := readBalance(balances.Get(church))
+	counting("deposit.credited", func(c *counters, ev domain.Event) {
+		credit := ev.Payload.(*domain.DepositCredited)
+		church := ev.PartnerID + "/" + ev.ChurchID
+		total, count := readBalance(c.get(bucketBalances, church))
 		// Credits are bounded (domain.MaxCredit), so a sum cannot overflow
 		// in practice; if it ever did, the total saturates rather than stop
 		// the projector for every partner.
-		if err := balances.Put(church, balanceBytes(saturatingAdd(total, c.Amount), count+1)); err != nil {
-			return err
-		}
-		accounts := tx.Bucket(bucketAccountTotals)
-		key := accountKey(church, c.AccountRef)
-		return accounts.Put(key, u64(uint64(saturatingAdd(readHundredths(accounts.Get(key)), c.Amount))))
+		c.put(bucketBalances, church, balanceBytes(saturatingAdd(total, credit.Amount), count+1))
+		account := string(accountKey([]byte(church), credit.AccountRef))
+		c.put(bucketAccountTotals, account, u64(uint64(saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount))))
 	})
 }
 

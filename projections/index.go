@@ -2,9 +2,9 @@ package projections
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -37,15 +37,35 @@ var indexBuckets = [numIndexes][]byte{
 	indexFeedTypes:    bucketFeedTypes,
 }
 
+// indexFill is how full bbolt packs a page it splits, per index. The feed
+// and its types are keyed by partner and then sequence: each partner's
+// keys are appended after its last. bbolt's default (half) leaves every
+// page it splits half empty, and that half is never filled, since the next
+// keys go after it: twice the pages to write, at each commit, for the same
+// entries. The msg-ids are caller-chosen and the public events' ids
+// random within a second, so their keys land anywhere in a partner's
+// range, and a full page would split at nearly every insert.
+var indexFill = [numIndexes]float64{
+	indexMsgIDs:       bolt.DefaultFillPercent,
+	indexPublicEvents: bolt.DefaultFillPercent,
+	indexFeedEntries:  1,
+	indexFeedTypes:    1,
+}
+
 type keyValue struct {
 	k, v []byte
-	// order is the write's place among the transaction's writes.
-	order int
+	// group is the partner whose keys k is among (see indexWrites.group).
+	group int32
 }
 
 // indexWrites is one transaction's writes to the indexes.
 type indexWrites struct {
 	puts [numIndexes][]keyValue
+	// groups numbers the partners written, in the order they came: the
+	// keys of the feed, its types and the public events begin with the
+	// partner, and write sorts them partner by partner.
+	groups  map[string]int32
+	partner []string
 	// buf holds the keys and sequences written, carved from large blocks
 	// rather than allocated one by one: bbolt keeps what a put is given
 	// until the transaction commits, and so does buf.
@@ -60,25 +80,40 @@ func newIndexWrites(n int) *indexWrites { return &indexWrites{n: n} }
 func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
 	if rec.MsgID != "" && ev.ID != rec.MsgID {
 		// Only ids chosen by callers; an event's own id needs no index.
-		w.put(indexMsgIDs, w.key(rec.MsgID), w.seqKey(rec.Seq))
+		w.put(indexMsgIDs, 0, w.key(rec.MsgID), w.seqKey(rec.Seq))
 	}
 	if !rec.Public {
 		// A record of an internal type (or of a retired internal type
 		// that a public type took the name of) is not a partner's.
 		return
 	}
-	w.put(indexPublicEvents, w.key(rec.Partner, "/", ev.ID), w.seqKey(rec.Seq))
+	g := w.group(rec.Partner)
+	w.put(indexPublicEvents, g, w.key(rec.Partner, "/", ev.ID), w.seqKey(rec.Seq))
 	// The envelope goes in as stored: never decoded and encoded again, so
 	// the feed carries the same bytes as a webhook.
-	w.put(indexFeedEntries, w.seqKey(rec.Seq, rec.Partner, "/"), rec.Data)
-	w.put(indexFeedTypes, w.seqKey(rec.Seq, rec.Partner, "/", rec.Type, "/"), nil)
+	w.put(indexFeedEntries, g, w.seqKey(rec.Seq, rec.Partner, "/"), rec.Data)
+	w.put(indexFeedTypes, g, w.seqKey(rec.Seq, rec.Partner, "/", rec.Type, "/"), nil)
 }
 
-func (w *indexWrites) put(i index, k, v []byte) {
+// group returns the partner's number among those written.
+func (w *indexWrites) group(partner string) int32 {
+	if g, ok := w.groups[partner]; ok {
+		return g
+	}
+	if w.groups == nil {
+		w.groups = map[string]int32{}
+	}
+	g := int32(len(w.partner))
+	w.groups[partner] = g
+	w.partner = append(w.partner, partner)
+	return g
+}
+
+func (w *indexWrites) put(i index, group int32, k, v []byte) {
 	if w.puts[i] == nil {
 		w.puts[i] = make([]keyValue, 0, w.n)
 	}
-	w.puts[i] = append(w.puts[i], keyValue{k: k, v: v, order: len(w.puts[i])})
+	w.puts[i] = append(w.puts[i], keyValue{k: k, v: v, group: group})
 }
 
 // key returns the concatenation of parts.
@@ -120,19 +155,67 @@ func (w *indexWrites) carve(n int) []byte {
 // write makes the collected writes, each index's in key order; of two
 // writes to one key, the later is made last and wins, as it would unsorted.
 func (w *indexWrites) write(tx *bolt.Tx) error {
+	rank := w.ranks()
 	for i, kvs := range w.puts {
-		slices.SortFunc(kvs, func(a, b keyValue) int {
-			if c := bytes.Compare(a.k, b.k); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.order, b.order)
-		})
 		b := tx.Bucket(indexBuckets[i])
-		for _, kv := range kvs {
+		b.FillPercent = indexFill[i]
+		for _, kv := range sortByGroup(kvs, rank) {
 			if err := b.Put(kv.k, kv.v); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// ranks returns each partner's place in key order: its keys begin with its
+// id (all of one length) and a slash. The order only spares bbolt work: the
+// file holds the same keys and values in any order.
+func (w *indexWrites) ranks() []int32 {
+	byID := make([]int32, len(w.partner))
+	for g := range byID {
+		byID[g] = int32(g)
+	}
+	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(w.partner[a], w.partner[b]) })
+	rank := make([]int32, len(w.partner))
+	for r, g := range byID {
+		rank[g] = int32(r)
+	}
+	return rank
+}
+
+// sortByGroup returns kvs in key order: placed group by group in the order
+// of their ranks (a counting sort), then each group sorted unless it is
+// already (a partner's feed entries come in sequence order), stably.
+// Sorting the whole as one compared every key with a dozen others; a
+// partner has a few dozen in a rebuild's transaction.
+func sortByGroup(kvs []keyValue, rank []int32) []keyValue {
+	rankOf := func(kv keyValue) int32 {
+		if len(rank) == 0 {
+			return 0 // no partner: one group
+		}
+		return rank[kv.group]
+	}
+	start := make([]int, max(len(rank), 1)+1)
+	for _, kv := range kvs {
+		start[rankOf(kv)+1]++
+	}
+	for r := 1; r < len(start); r++ {
+		start[r] += start[r-1]
+	}
+	sorted := make([]keyValue, len(kvs))
+	next := slices.Clone(start)
+	for _, kv := range kvs {
+		r := rankOf(kv)
+		sorted[next[r]] = kv
+		next[r]++
+	}
+	byKey := func(a, b keyValue) int { return bytes.Compare(a.k, b.k) }
+	for r := 0; r+1 < len(start); r++ {
+		group := sorted[start[r]:start[r+1]]
+		if !slices.IsSortedFunc(group, byKey) {
+			slices.SortStableFunc(group, byKey)
+		}
+	}
+	return sorted
 }

@@ -17,17 +17,26 @@ import (
 // each read and decode and they for it.
 //
 // Batches are applied in the order they are added, each transaction with
-// its checkpoint as Store.Apply does, so a crash or an error loses nothing
-// and applies nothing twice: the follower restarts from the checkpoint.
+// its checkpoint as Store.Apply does (a transaction of its own per batch, or
+// a rebuild's txSpan of many), so a crash or an error loses nothing and
+// applies nothing twice: the follower restarts from the checkpoint.
 type pipeline struct {
 	s *Store
-	// apply runs one decoded batch's transaction.
+	// apply applies one decoded batch (Store.applyDecoded: in a
+	// transaction of its own).
 	apply func(recs []eventlog.Record, evs []domain.Event) error
-	// committed, when set, hears of each batch committed.
-	committed func()
-	queue     chan batch
+	// end, when set, is called once the last batch is applied: it
+	// commits what apply holds (ok), or drops it when the read or a
+	// transaction failed (see txSpan).
+	end func(ok bool) error
+	// applied, when set, hears of each batch applied.
+	applied func()
+	queue   chan batch
 	// failed is closed when a transaction fails; err is then set.
 	failed chan struct{}
+	// readOK, set before the queue is closed, says whether the read ended
+	// well.
+	readOK bool
 	done   chan struct{}
 	err    error
 	// sent is the last sequence handed to the applier.
@@ -46,11 +55,15 @@ type batch struct {
 // received).
 const pipelineDepth = 1
 
-func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, committed func()) *pipeline {
+func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, applied func()) *pipeline {
 	if apply == nil {
 		apply = s.applyDecoded
 	}
-	p := &pipeline{s: s, apply: apply, committed: committed,
+	return s.startPipelineEnding(apply, nil, applied)
+}
+
+func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, applied func()) *pipeline {
+	p := &pipeline{s: s, apply: apply, end: end, applied: applied,
 		queue: make(chan batch, pipelineDepth), failed: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -58,27 +71,42 @@ func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) erro
 
 func (p *pipeline) run() {
 	defer close(p.done)
+	p.applyQueued()
+	if p.end == nil {
+		return
+	}
+	if err := p.end(p.readOK && p.err == nil); err != nil && p.err == nil {
+		p.err = err
+		close(p.failed)
+	}
+}
+
+// applyQueued applies the batches queued until the queue is closed.
+func (p *pipeline) applyQueued() {
 	for b := range p.queue {
 		if p.err != nil {
 			continue // drain until the follower stops adding
 		}
 		// A batch that came while the previous transaction ran joins
 		// this one: when the transactions are what holds the pipeline
-		// up, they grow to two batches, and commit half as often.
-		select {
-		case more, ok := <-p.queue:
-			if ok {
-				b = batch{recs: slices.Concat(b.recs, more.recs), evs: slices.Concat(b.evs, more.evs)}
+		// up, they grow to two batches, and commit half as often. (Not
+		// when apply's transactions span batches already.)
+		if p.end == nil {
+			select {
+			case more, ok := <-p.queue:
+				if ok {
+					b = batch{recs: slices.Concat(b.recs, more.recs), evs: slices.Concat(b.evs, more.evs)}
+				}
+			default:
 			}
-		default:
 		}
 		if err := p.apply(b.recs, b.evs); err != nil {
 			p.err = err
 			close(p.failed)
 			continue
 		}
-		if p.committed != nil {
-			p.committed()
+		if p.applied != nil {
+			p.applied()
 		}
 	}
 }
@@ -102,9 +130,11 @@ func (p *pipeline) add(ctx context.Context, recs []eventlog.Record) error {
 	}
 }
 
-// close waits for the batches queued to be applied and returns the first
-// transaction's error, if any. A pipeline is closed once, by its follower.
-func (p *pipeline) close() error {
+// close waits for the batches queued to be applied and ended (ok: the read
+// ended well) and returns the first transaction's error, if any. A
+// pipeline is closed once, by its follower.
+func (p *pipeline) close(ok bool) error {
+	p.readOK = ok
 	close(p.queue)
 	<-p.done
 	return p.err
@@ -135,11 +165,11 @@ func followInto(ctx context.Context, ledger *eventlog.Ledger, p *pipeline, batch
 		}
 		return nil
 	})
-	if applyErr := p.close(); applyErr != nil {
-		return applyErr
-	}
 	if errors.Is(err, errStop) {
-		return nil
+		err = nil
+	}
+	if applyErr := p.close(err == nil); applyErr != nil {
+		return applyErr
 	}
 	return err
 }

@@ -1,10 +1,13 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +78,117 @@ func TestPipelineStopsAtAFailedTransactionAndResumes(t *testing.T) {
 	}
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed file (%d feed entries) differs from a rebuild", len(got["feed"]))
+	}
+}
+
+// A rebuild's transaction spans several batches; one that fails drops
+// what it held since the last commit, stops the follower with its error at
+// once, and a new span resumes from the checkpoint to the same file a
+// rebuild makes.
+func TestSpanningTransactionFailsAndResumes(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 500, 7)
+	total, err := l.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := openRebuild(filepath.Join(dir, "spanned.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// Batches of at most 100, a commit every 300 events or so. Once a
+	// commit is made and events are applied after it, a batch fails in
+	// its transaction (it misses its first event).
+	span := s.newTxSpan(300)
+	var failedPast uint64
+	pl := s.startPipelineEnding(func(recs []eventlog.Record, evs []domain.Event) error {
+		if failedPast == 0 && s.Applied() > 0 && span.held > 0 {
+			failedPast = span.last
+			return span.apply(recs[1:], evs[1:])
+		}
+		return span.apply(recs, evs)
+	}, span.end, nil)
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err = followInto(wait, l, pl, 100, nil)
+	if err == nil || !strings.Contains(err.Error(), "gap in ledger") || wait.Err() != nil {
+		t.Fatalf("follower ended with %v (deadline: %v), want the transaction's error at once", err, wait.Err())
+	}
+	if s.Applied() == 0 || s.Applied() >= failedPast || span.last != s.Applied() {
+		t.Fatalf("checkpoint %d (span at %d) after a failure past %d: want the last commit's", s.Applied(), span.last, failedPast)
+	}
+
+	span = s.newTxSpan(300)
+	stop := func(last uint64) bool { return last >= total }
+	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, nil), 100, stop); err != nil {
+		t.Fatal(err)
+	}
+	if s.Applied() != total {
+		t.Fatalf("resumed to %d, want %d", s.Applied(), total)
+	}
+	live, err := Open(filepath.Join(dir, "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := followInto(ctx, l, live.startPipeline(nil, nil), 100, stop); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := live.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
+	}
+}
+
+// An event no read model reacts to is decoded only for its id, which is the
+// one the full decoding finds; one a read model reacts to is decoded whole.
+func TestDecodeForApplyReadsWhatApplyingTakes(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 20, 3)
+	recs, _, err := l.Read(ctx, l.Subjects().All(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole, idOnly int
+	for _, rec := range recs {
+		full, err := rec.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeForApply(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reactsTo(rec.Type) {
+			whole++
+			if !reflect.DeepEqual(got, full) {
+				t.Fatalf("%s at %d: decoded %+v, want %+v", rec.Type, rec.Seq, got, full)
+			}
+			continue
+		}
+		idOnly++
+		if got.ID != full.ID || got.Type != full.Type || got.PartnerID != full.PartnerID || got.Payload != nil {
+			t.Fatalf("%s at %d: decoded %+v, want the id %s and no payload", rec.Type, rec.Seq, got, full.ID)
+		}
+	}
+	if whole != 20 || idOnly != 20 {
+		t.Fatalf("%d events decoded whole and %d for their id, want 20 and 20", whole, idOnly)
+	}
+
+	bad := recs[slices.IndexFunc(recs, func(r eventlog.Record) bool { return r.Type == "deposit.received" })]
+	bad.Type = "deposit.unheard_of"
+	bad.Data = bytes.ReplaceAll(bad.Data, []byte(`"deposit.received"`), []byte(`"deposit.unheard_of"`))
+	if _, err := decodeForApply(bad); err == nil {
+		t.Fatal("a record of a type this build does not know was decoded")
 	}
 }

@@ -185,16 +185,17 @@ func BuildFile(ctx context.Context, ledger *eventlog.Ledger, path string, progre
 }
 
 // rebuildBatch is how many events a rebuild reads at a time; a transaction
-// applies one or two batches (see pipeline). A rebuild is one long write,
-// so fewer, larger commits; each batch read, decoded or waiting is held in
-// memory, five at most.
+// applies batches until it holds spanEvents (see txSpan). Each batch read,
+// decoded or waiting is held in memory, and so are the batches of the open
+// transaction.
 const rebuildBatch = 5000
 
 // catchUpFile applies the ledger to the file at path up to the ledger's last
 // sequence when it starts. It reads with an ordered consumer (the server
 // streams the ledger in order, no per-batch filter or pending count),
 // through a pipeline (the next batch is read and decoded while the previous
-// one's transaction runs), and commits without syncing each transaction;
+// one is applied), in transactions of many batches (txSpan), and commits
+// without syncing each transaction;
 // the file is synced once at the end, before it can be swapped in, which is
 // safe because a file that did not finish is removed, never used.
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
@@ -209,16 +210,17 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	}
 	if s.Applied() < total {
 		s.db.NoSync = true
-		var committed func()
+		span := s.newTxSpan(spanEvents)
+		var applied func()
 		if progress != nil {
-			committed = func() { progress(s.Applied(), total) }
+			applied = func() { progress(span.last, total) }
 		}
 		// The label marks the rebuild's goroutines (reader, decoders,
 		// applier) in a CPU profile: go tool pprof -tagfocus
 		// projections=rebuild.
 		var err error
 		pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
-			pl := s.startPipeline(nil, committed)
+			pl := s.startPipelineEnding(span.apply, span.end, applied)
 			err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
 		})
 		if err != nil {

@@ -256,12 +256,105 @@ func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 	return nil
 }
 
+// txSpan applies a rebuild's batches into one write transaction until it
+// holds spanEvents events, then commits. A commit writes every page the
+// transaction changed, and in a rebuild each batch changes the last page of
+// every partner's feed, feed types and public events: a transaction per
+// batch rewrote those thousands of pages for a few new entries each, which
+// was most of a commit's cost and most of a replay's. The span's index
+// writes are made together, sorted, before it commits (see indexWrites):
+// made batch by batch, each batch's would be inserted among the previous
+// ones' in nodes that bbolt splits only at the commit.
+//
+// It is for a file no one reads until it is complete (catchUpFile): a
+// failure drops what the open transaction holds, and the checkpoint is
+// still the last commit's.
+type txSpan struct {
+	s       *Store
+	every   int
+	tx      *bolt.Tx
+	indexes *indexWrites
+	counts  *counters
+	held    int
+	// last is the last sequence applied, committed or not.
+	last uint64
+}
+
+// spanEvents is how many events a rebuild's transaction applies before it
+// commits: what the transaction holds (the pages it changed and the keys
+// and envelopes it was given) stays in memory until then.
+const spanEvents = 50_000
+
+func (s *Store) newTxSpan(every int) *txSpan { return &txSpan{s: s, every: every, last: s.Applied()} }
+
+// apply applies one batch in the open transaction (opening one if none is),
+// and commits once the transaction holds enough events.
+func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
+	if t.tx == nil {
+		t.s.mu.RLock()
+		tx, err := t.s.db.Begin(true)
+		if err != nil {
+			t.s.mu.RUnlock()
+			return err
+		}
+		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx), readApplied(tx)
+	}
+	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)
+	if err != nil {
+		return errors.Join(err, t.end(false))
+	}
+	if last > 0 {
+		t.last = last
+		t.held += len(recs)
+	}
+	if t.held >= t.every {
+		return t.end(true)
+	}
+	return nil
+}
+
+// end commits the open transaction (or rolls it back when not ok).
+func (t *txSpan) end(ok bool) (err error) {
+	if t.tx == nil {
+		return nil
+	}
+	tx, indexes, counts, held := t.tx, t.indexes, t.counts, t.held
+	t.tx, t.indexes, t.counts, t.held = nil, nil, nil, 0
+	defer t.s.mu.RUnlock()
+	defer func() {
+		if err != nil || !ok {
+			t.last = t.s.Applied()
+		}
+	}()
+	if !ok || held == 0 {
+		return tx.Rollback()
+	}
+	if err := checkpoint(tx, indexes, counts, t.last); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	t.s.advance(t.last)
+	return nil
+}
+
 // applyBatch applies records past the checkpoint and moves the checkpoint.
 // It returns the new checkpoint, or 0 if nothing was new.
 func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
-	applied := readApplied(tx)
+	indexes, counts := newIndexWrites(len(recs)), newCounters(tx)
+	last, err := applyRecords(tx, readApplied(tx), recs, evs, indexes, counts)
+	if err != nil || last == 0 {
+		return 0, err
+	}
+	return last, checkpoint(tx, indexes, counts, last)
+}
+
+// applyRecords runs the appliers of the records past sequence applied and
+// collects their index writes in indexes and their additions in counts. It
+// returns the last sequence applied, or 0 if nothing was new.
+func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []domain.Event, indexes *indexWrites, counts *counters) (uint64, error) {
 	var last uint64
-	indexes := newIndexWrites(len(recs))
 	for i, rec := range recs {
 		if rec.Seq <= applied {
 			continue
@@ -278,26 +371,35 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64
 				return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
 			}
 		}
+		for _, add := range adders[rec.Type] {
+			add(counts, evs[i])
+		}
 		applied, last = rec.Seq, rec.Seq
 	}
-	if last == 0 {
-		return 0, nil
+	return last, nil
+}
+
+// checkpoint makes the collected index writes and counters and moves the
+// checkpoint to last.
+func checkpoint(tx *bolt.Tx, indexes *indexWrites, counts *counters, last uint64) error {
+	if err := counts.write(); err != nil {
+		return fmt.Errorf("projections: counters up to %d: %w", last, err)
 	}
 	if err := indexes.write(tx); err != nil {
-		return 0, fmt.Errorf("projections: indexes of %d-%d: %w", recs[0].Seq, last, err)
+		return fmt.Errorf("projections: indexes up to %d: %w", last, err)
 	}
-	return last, tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
+	return tx.Bucket(bucketMeta).Put(keyApplied, u64(last))
 }
 
 // decodeAll decodes a batch's events before its transaction opens, on every
 // core when the batch is large (a catch-up or a rebuild): decoding is the
-// larger part of applying, and it needs no order.
+// larger part of applying, and it needs no order. See decodeForApply.
 func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 	evs := make([]domain.Event, len(recs))
 	errs := make([]error, len(recs))
 	decode := func(from, to int) {
 		for i := from; i < to; i++ {
-			evs[i], errs[i] = recs[i].Event()
+			evs[i], errs[i] = decodeForApply(recs[i])
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -319,6 +421,24 @@ func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 	return evs, nil
 }
 
+// decodeForApply decodes what applying rec takes: the whole event when a
+// read model reacts to its type; else, for a type of the catalogue, only
+// its id, which is all the indexes take of it (the feed keeps the stored
+// bytes). Most of a ledger is such events (deposit.received, the
+// sessions' and deliveries' records), and decoding was most of what a
+// replay's every event cost. A record of a type this build does not know
+// is decoded, and refused, as before.
+func decodeForApply(rec eventlog.Record) (domain.Event, error) {
+	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && !reactsTo(rec.Type) {
+		id, err := domain.EnvelopeEventID(rec.Data)
+		if err != nil {
+			return domain.Event{}, fmt.Errorf("record %d: %w", rec.Seq, err)
+		}
+		return domain.Event{ID: id, Type: rec.Type, PartnerID: rec.Partner, AggregateID: rec.Aggregate}, nil
+	}
+	return rec.Event()
+}
+
 // parallelDecodeAt is the batch size from which decodeAll uses every core;
 // below it, starting goroutines costs more than it saves.
 const parallelDecodeAt = 256
@@ -337,6 +457,12 @@ func on(eventType string, a applier) {
 		panic("projections: unknown event type " + eventType)
 	}
 	appliers[eventType] = append(appliers[eventType], a)
+}
+
+// reactsTo reports whether a read model reacts to the event type (with an
+// applier or by adding to counters).
+func reactsTo(eventType string) bool {
+	return len(appliers[eventType]) > 0 || len(adders[eventType]) > 0
 }
 
 // bucket declares a bucket the read models use.

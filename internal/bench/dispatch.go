@@ -40,7 +40,7 @@ type Dispatch struct {
 	// queue past the group-commit threshold and share synced writes then).
 	// Its Rate is the appends achieved, its Errors the events
 	// appended and not delivered within 30 s or not appended; PacedSkipped
-	// counts the ticks skipped because 256 appends were already under way.
+	// counts the events skipped because 256 appends were already under way.
 	PacedTarget   float64 `json:"paced_target_per_second"`
 	Paced         Measure `json:"paced"`
 	PacedSkipped  int     `json:"paced_skipped"`
@@ -192,7 +192,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
 		return err
 	}
-	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d ticks skipped)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
+	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	return rs.replay(ctx, svc, size)
 }
 
@@ -336,9 +336,12 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 // paced appends the webhook partner's deposit.received events (synced, as
 // the service does; without their internal deposit.credited, which no
 // delivery waits for) at rate per second for d, and measures from each
-// acknowledged append to its receipt. Events not delivered within 30 s of
-// the end count as errors; ticks that find 256 appends under way are
-// skipped and counted.
+// acknowledged append to its receipt. The events are built before the
+// clock starts and each is due at its own time from the start (an open
+// loop: one that falls behind catches up at once instead of dropping
+// ticks, so the pace is the one asked unless the appends cannot take it).
+// Events not delivered within 30 s of the end count as errors; events due
+// while 256 appends are under way are skipped and counted.
 func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d time.Duration) (Measure, int, error) {
 	var (
 		mu      sync.Mutex
@@ -348,18 +351,23 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		firstE  string
 		wg      sync.WaitGroup
 	)
-	slots := make(chan struct{}, 256)
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	start := time.Now()
-	end := start.Add(d)
-	for now := range tick.C {
-		if now.After(end) || ctx.Err() != nil {
-			break
-		}
+	events := make([]domain.Event, max(int(rate*d.Seconds()), 1))
+	for i := range events {
 		dep, err := rs.deposit(rs.hook, rs.hookChurch)
 		if err != nil {
 			return Measure{}, 0, err
+		}
+		events[i] = dep[1]
+	}
+	slots := make(chan struct{}, 256)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i, ev := range events {
+		if ctx.Err() != nil {
+			break
+		}
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
 		}
 		select {
 		case slots <- struct{}{}:
@@ -371,7 +379,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			_, err := svc.st.Ledger.Append(ctx, dep[1], "", 0)
+			_, err := svc.st.Ledger.Append(ctx, ev, "", 0)
 			at := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -382,7 +390,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 				}
 				return
 			}
-			acked[dep[1].ID] = at
+			acked[ev.ID] = at
 		}()
 	}
 	wg.Wait()

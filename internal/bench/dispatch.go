@@ -36,9 +36,11 @@ type Dispatch struct {
 	BareRate    float64 `json:"bare_posts_per_second"`
 	Ratio       float64 `json:"ratio"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
-	// second: half the burst rate, as issue 12 asks (the synced appends
-	// queue past the group-commit threshold and share synced writes then).
-	// Its Rate is the appends achieved, its Errors the events
+	// second: half the peak of events flowing from append to delivery,
+	// which is the lesser of the burst rate (delivering what is stored) and
+	// the raw synced limit (storing it). Above the raw limit the appends
+	// themselves queue, and what is measured is their backlog, not the
+	// dispatcher. Its Rate is the appends achieved, its Errors the events
 	// appended and not delivered within 30 s or not appended; PacedSkipped
 	// counts the events skipped because 256 appends were already under way.
 	PacedTarget   float64 `json:"paced_target_per_second"`
@@ -187,7 +189,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	d.Ratio = d.BurstRate / d.BareRate
 	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f×", d.BurstRate, d.BareRate, d.Ratio)
 
-	d.PacedTarget = max(d.BurstRate/2, 1)
+	d.PacedTarget = max(min(d.BurstRate, rs.r.Limit.Before.Rate)/2, 1)
 	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
 	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
 		return err

@@ -68,14 +68,7 @@ func TestPipelineStopsAtAFailedTransactionAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	got, err := s.Dump()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := r.Dump()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want := mustDump(t, s), mustDump(t, r)
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed file (%d feed entries) differs from a rebuild", len(got["feed"]))
 	}
@@ -137,14 +130,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 	if err := followInto(ctx, l, live.startPipeline(nil, nil), 100, stop); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Dump()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := live.Dump()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, want := mustDump(t, s), mustDump(t, live)
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
 	}
@@ -191,4 +177,14 @@ func TestDecodeForApplyReadsWhatApplyingTakes(t *testing.T) {
 	if _, err := decodeForApply(bad); err == nil {
 		t.Fatal("a record of a type this build does not know was decoded")
 	}
+}
+
+// mustDump returns every bucket of s, for comparing two files.
+func mustDump(t *testing.T, s *Store) map[string]map[string]string {
+	t.Helper()
+	d, err := s.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -1,7 +1,18 @@
 package eventlog
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // JetStreamForTest lets the package's black-box tests look at what a bucket
 // stores on the server.
 func (l *Ledger) JetStreamForTest() jetstream.JetStream { return l.js }
+
+// DirectLastForTest runs the ledger's direct get of the last message on
+// subject in stream.
+func (l *Ledger) DirectLastForTest(ctx context.Context, stream, subject string) (int, error) {
+	msgs, _, err := l.directMsgs(ctx, stream, directGetRequest{LastFor: subject})
+	return len(msgs), err
+}

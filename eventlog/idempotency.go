@@ -226,12 +226,7 @@ func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string
 	if err != nil {
 		return err
 	}
-	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		if _, ok := s.stored(ctx, c.id, data); !ok {
-			return natsErr("idempotency complete", err)
-		}
-	}
-	return nil
+	return s.finish(ctx, c, data, "idempotency complete")
 }
 
 // Release lets the key run again after the request failed on our side. The
@@ -245,13 +240,39 @@ func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string)
 	if err != nil {
 		return err
 	}
-	if _, err := s.kv.Update(ctx, c.id, data, c.rev); err != nil {
-		if _, ok := s.stored(ctx, c.id, data); !ok {
-			return natsErr("idempotency release", err)
+	return s.finish(ctx, c, data, "idempotency release")
+}
+
+// finish writes a claim's last record, the answer or the release. A write
+// that fails for a moment (an answer lost, no quorum while a cluster
+// recovers) is tried again while ctx lasts, a few times: until it lands the
+// key stays held, and every retry of the request is told to wait for the
+// rest of the lease. A write refused because the record moved on (the key
+// was taken over) is not.
+func (s *Idempotency) finish(ctx context.Context, c *Claim, data []byte, op string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := s.kv.Update(ctx, c.id, data, c.rev)
+		if err == nil {
+			return nil
+		}
+		if _, ok := s.stored(ctx, c.id, data); ok {
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || attempt == finishAttempts {
+			return natsErr(op, err)
+		}
+		if err := backoff(ctx, attempt+finishBackoff); err != nil {
+			return natsErr(op, err)
 		}
 	}
-	return nil
 }
+
+// finishAttempts and finishBackoff: finish's waits start at 32 ms and
+// double to 128 ms, about a second and a half in all.
+const (
+	finishAttempts = 12
+	finishBackoff  = 5
+)
 
 // requestsBucket is the name of the bucket of Idempotency-Key records,
 // without the environment.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
@@ -201,5 +203,34 @@ func TestANewAggregateDecidesWithoutLoadingAndAnExistingOneReloads(t *testing.T)
 	})
 	if err != nil || out.Record == nil || len(seen) != 1 {
 		t.Fatalf("creating a new partner: %+v, %v, decided %d times; want one decision and the event", out, err, len(seen))
+	}
+}
+
+// A direct get nobody answers yet (on a cluster: no replica serves the
+// stream's direct gets right after it is created) is asked again for a
+// moment; one that stays unanswered fails as unavailable, not as a fault.
+func TestADirectGetNobodyAnswersIsAskedAgainThenUnavailable(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	js := l.JetStreamForTest()
+
+	if _, err := l.DirectLastForTest(ctx, "NO_SUCH_STREAM", "none.>"); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a get nobody answers: %v, want unavailable", err)
+	}
+
+	created := make(chan error, 1)
+	time.AfterFunc(50*time.Millisecond, func() {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LATE", Subjects: []string{"late.>"}, AllowDirect: true})
+		if err == nil {
+			_, err = js.Publish(ctx, "late.one", []byte("here"))
+		}
+		created <- err
+	})
+	n, err := l.DirectLastForTest(ctx, "LATE", "late.>")
+	if cerr := <-created; cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("a get asked before its stream existed: %d messages, %v; want the one published once it did", n, err)
 	}
 }

@@ -265,8 +265,30 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 
 // directMsgs runs a direct get, single or batched, on one of the
 // environment's streams and returns the stored messages and, for a batch, how
-// many more match.
+// many more match. A get nobody answers (503: on a cluster, no replica
+// serves the stream's direct gets yet, as right after the stream is
+// created or a node restarts) is asked again, a few times over under a
+// second, before it fails.
 func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
+	for attempt := 1; ; attempt++ {
+		msgs, pending, err := l.directOnce(ctx, stream, req)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return msgs, pending, err
+		}
+		if attempt == directAttempts {
+			return nil, 0, natsErr("direct get: status 503", err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, 0, natsErr("direct get", err)
+		}
+	}
+}
+
+// directAttempts bounds directMsgs' tries while nobody answers: with
+// backoff's doubling, jittered waits, 0.4 to 0.8 s.
+const directAttempts = 10
+
+func (l *Ledger) directOnce(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, 0, err
@@ -307,6 +329,8 @@ func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetReq
 				return out, 0, nil
 			}
 			return nil, 0, ErrNotFound
+		case "503": // no responders
+			return nil, 0, nats.ErrNoResponders
 		default:
 			return nil, 0, fmt.Errorf("direct get: status %s %s", msg.Header.Get("Status"), msg.Header.Get("Description"))
 		}

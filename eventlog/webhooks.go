@@ -282,25 +282,20 @@ func (a *AttemptLog) await(sent []sentAttempts) {
 	if len(sent) == 0 {
 		return
 	}
-	t := time.NewTimer(recordAckWait)
-	defer t.Stop()
-	expired := false
+	ctx, cancel := context.WithTimeout(context.Background(), recordAckWait)
+	defer cancel()
 	for _, s := range sent {
 		var err error
-		if expired {
-			select {
+		select {
+		case <-s.f.Ok():
+			continue
+		case err = <-s.f.Err():
+		case <-ctx.Done():
+			select { // past the deadline, an answer already in still counts
 			case <-s.f.Ok():
 				continue
 			case err = <-s.f.Err():
 			default:
-			}
-		} else {
-			select {
-			case <-s.f.Ok():
-				continue
-			case err = <-s.f.Err():
-			case <-t.C:
-				expired = true
 			}
 		}
 		if err != nil {

@@ -96,13 +96,7 @@ func writeSynced(path string, data []byte) error {
 		return fmt.Errorf("projections: %w", err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := errors.Join(err, syncClose(f)); err != nil {
 		return fmt.Errorf("projections: write %s: %w", path, err)
 	}
 	return nil
@@ -110,15 +104,14 @@ func writeSynced(path string, data []byte) error {
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("projections: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = syncClose(d)
 	}
 	if err != nil {
 		return fmt.Errorf("projections: sync %s: %w", dir, err)
 	}
 	return nil
 }
+
+// syncClose syncs f and closes it.
+func syncClose(f *os.File) error { return errors.Join(f.Sync(), f.Close()) }

@@ -120,7 +120,7 @@ func (w *indexWrites) put(i index, group int32, k, v []byte) {
 func (w *indexWrites) key(parts ...string) []byte { return w.join(0, parts) }
 
 // seqKey returns the concatenation of parts followed by seq, big-endian
-// (as seqKey does).
+// (the layout of feed.go's seqKey, which the readers seek with).
 func (w *indexWrites) seqKey(seq uint64, parts ...string) []byte {
 	return binary.BigEndian.AppendUint64(w.join(8, parts), seq)
 }

@@ -162,33 +162,37 @@ func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID
 }
 
 // bankCredit reconciles an ACH credit: it is credited to the church and its
-// account once per trace, then announced to the partner as deposit.received.
-// Both steps are conditional appends on the deposit, whose id derives from
-// the trace; a retried webhook finishes whatever a crash left undone.
+// account once per trace and announced to the partner as deposit.received,
+// in one conditional append on the deposit (whose id derives from the
+// trace): the announcement carries the credit. A deposit a ledger written
+// before recorded as two events, credited and never announced (a crash
+// between them), is announced by a second append.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
 	c, err := s.parseCredit(d)
 	if err != nil {
 		return false, err
 	}
 	id := domain.DepositIDForTrace(c.Trace)
+	unannounced := false
 	credited, err := s.runVendor(ctx, eventlog.Command{
 		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":0",
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			dep := domain.Fold[domain.Deposit](h.Events)
+			unannounced = dep.Credited && !dep.Announced
 			return domain.CreditDeposit(&dep, c, s.Now())
 		},
 	})
-	if err != nil {
-		return false, err
+	if err != nil || !unannounced {
+		return credited, err
 	}
-	_, err = s.runVendor(ctx, eventlog.Command{
+	announced, err := s.runVendor(ctx, eventlog.Command{
 		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":1",
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			dep := domain.Fold[domain.Deposit](h.Events)
 			return domain.AnnounceDeposit(&dep, c.PartnerID, s.Now()), nil
 		},
 	})
-	return credited, err
+	return credited || announced, err
 }
 
 // parseCredit normalises a bank credit. The amount must be a JSON number

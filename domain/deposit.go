@@ -35,6 +35,7 @@ func (*DepositReceived) EventType() string { return "deposit.received" }
 func init() {
 	register[DepositCredited](false, "The bank credited a church's account.")
 	register[DepositReceived](true, "A bank credit for one of the partner's churches arrived and was reconciled.")
+	registerCarrying("deposit.received", "deposit.credited")
 }
 
 // Deposit is the deposit aggregate: one bank credit, identified by its trace.
@@ -105,8 +106,12 @@ func ValidateCredit(c Credit) error {
 // credited.
 var ErrTraceReused = ProblemTraceConflict.New("This trace was already credited with a different church, account or amount.")
 
-// CreditDeposit decides recording a bank credit. The same credit again
-// changes nothing: a repeated trace never credits twice.
+// CreditDeposit decides recording a bank credit: one deposit.received that
+// carries its deposit.credited (Event.Internal), so the credit and its
+// announcement are one append. The same credit again changes nothing: a
+// repeated trace never credits twice. (Ledgers written before kept the two
+// as separate events; a deposit credited there but never announced is
+// announced by AnnounceDeposit.)
 func CreditDeposit(d *Deposit, c Credit, now time.Time) (*Event, error) {
 	if d.Credited {
 		if d.ChurchID != c.ChurchID || d.Credit.AccountRef != c.AccountRef || d.Credit.Amount != c.Amount {
@@ -117,13 +122,18 @@ func CreditDeposit(d *Deposit, c Credit, now time.Time) (*Event, error) {
 	if err := ValidateCredit(c); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(c.PartnerID, DepositIDForTrace(c.Trace), c.ChurchID, now, &DepositCredited{
-		Trace: c.Trace, AccountRef: c.AccountRef, Amount: c.Amount, Currency: "USD", BankTS: FormatTime(c.BankTS),
+	id := DepositIDForTrace(c.Trace)
+	credit := &DepositCredited{Trace: c.Trace, AccountRef: c.AccountRef, Amount: c.Amount, Currency: "USD", BankTS: FormatTime(c.BankTS)}
+	ev := NewEvent(c.PartnerID, id, c.ChurchID, now, &DepositReceived{
+		DepositID: id, Amount: credit.Amount, Currency: credit.Currency, Trace: credit.Trace, BankTS: credit.BankTS,
 	})
+	ev.Internal = credit
 	return &ev, nil
 }
 
-// AnnounceDeposit decides telling the partner about a credited deposit, once.
+// AnnounceDeposit decides telling the partner about a credited deposit, once:
+// only a deposit a ledger written before CreditDeposit carried the credit
+// in its announcement can be credited and not announced.
 func AnnounceDeposit(d *Deposit, partnerID string, now time.Time) *Event {
 	if !d.Credited || d.Announced {
 		return nil

@@ -28,6 +28,23 @@ type Event struct {
 	AggregateID string
 	ChurchID    string
 	Payload     Payload
+	// Internal is the internal fact a public event may carry (its type's
+	// EventSpec.Carries): recorded in the same append, kept beside the
+	// envelope and never in it, so partners never see it. A deposit.received
+	// carries the deposit.credited it announces: one synced write records
+	// both, and neither can exist without the other.
+	Internal Payload
+}
+
+// InternalFact is the internal fact the event carries, as an event of its
+// own (same id, place and time), and whether it carries one. It happened
+// first: read models and aggregates apply it, then the event.
+func (e Event) InternalFact() (Event, bool) {
+	if e.Internal == nil {
+		return Event{}, false
+	}
+	e.Type, e.Payload, e.Internal = e.Internal.EventType(), e.Internal, nil
+	return e, true
 }
 
 // NewEvent stamps a payload with a fresh event id and the time it happened.
@@ -51,6 +68,9 @@ func Fold[T any, PT interface {
 }](events []Event) T {
 	var x T
 	for _, e := range events {
+		if f, ok := e.InternalFact(); ok {
+			PT(&x).Apply(f)
+		}
 		PT(&x).Apply(e)
 	}
 	return x
@@ -259,6 +279,9 @@ type EventSpec struct {
 	// Summary says when the event happens, for documentation.
 	Summary string
 	New     func() Payload
+	// Carries is the internal event type a public event of this type may
+	// carry (Event.Internal), if any.
+	Carries string
 }
 
 var (
@@ -302,6 +325,48 @@ func registerRetired[T any, P interface {
 		panic("domain: retired type " + typ + " has no public successor")
 	}
 	retired[typ] = EventSpec{Type: typ, Summary: summary, New: func() Payload { return P(new(T)) }}
+}
+
+// registerCarrying lets a public event type carry an internal one
+// (Event.Internal). Register both first.
+func registerCarrying(public, internal string) {
+	spec, ok := catalogue[public]
+	if inner, found := catalogue[internal]; !ok || !found || !spec.Public || inner.Public {
+		panic("domain: " + public + " cannot carry " + internal)
+	}
+	spec.Carries = internal
+	catalogue[public] = spec
+}
+
+// InternalData is the stored form of the internal fact the event carries
+// (nil when it carries none): its payload's JSON.
+func (e Event) InternalData() ([]byte, error) {
+	if e.Internal == nil {
+		return nil, nil
+	}
+	spec := catalogue[e.Type]
+	if spec.Carries == "" || e.Internal.EventType() != spec.Carries || reflect.TypeOf(e.Internal) != reflect.TypeOf(catalogue[spec.Carries].New()) {
+		return nil, fmt.Errorf("internal: %s cannot carry %s", e.Type, e.Internal.EventType())
+	}
+	data, err := marshalPlain(e.Internal)
+	if err != nil {
+		return nil, fmt.Errorf("internal %s: %w", e.Internal.EventType(), err)
+	}
+	return data, nil
+}
+
+// DecodeInternal sets ev.Internal from its stored form (InternalData).
+func DecodeInternal(ev *Event, data []byte) error {
+	spec := catalogue[ev.Type]
+	if spec.Carries == "" {
+		return fmt.Errorf("decode internal: %s carries no internal fact", ev.Type)
+	}
+	p := catalogue[spec.Carries].New()
+	if err := json.Unmarshal(data, p); err != nil {
+		return fmt.Errorf("decode internal %s of %s: %w", spec.Carries, ev.ID, err)
+	}
+	ev.Internal = p
+	return nil
 }
 
 // registerTestOnly adds the test delivery's payload type to the catalogue.

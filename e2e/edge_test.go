@@ -423,9 +423,11 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 }
 
 // Deposits are deduplicated per partner by trace; a reused trace with other
-// details is refused; an amount beyond one ACH entry is refused; and a credit
-// recorded without its announcement (a failure part-way) is announced when
-// the bank retries.
+// details is refused; an amount beyond one ACH entry is refused; a credit is
+// one ledger message, the public deposit.received carrying the credit's
+// account beside its envelope, never in it; and a credit a ledger written
+// before recorded without its announcement (a failure part-way) is
+// announced when the bank retries.
 func TestDepositTracesAndRecovery(t *testing.T) {
 	ts := startStack(t)
 	a, pa := ts.partner(t)
@@ -435,8 +437,22 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 		resp := c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct","amount":`+amount+`,"trace":"`+trace+`"}`, nil)
 		return int(resp.Map(t)["status_code"].(float64))
 	}
+	ctx := context.Background()
+	first, err := ts.Ledger.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if deposit(a, ca, "SHARED-1", "5.00") != 200 || deposit(b, cb, "SHARED-1", "7.00") != 200 {
 		t.Fatal("the same trace at two partners must credit both")
+	}
+	recs, _, err := ts.Ledger.Read(ctx, ts.Ledger.Subjects().All(), first, 10)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("two credits stored %d messages (%v), want 2", len(recs), err)
+	}
+	for _, rec := range recs {
+		if rec.Type != "deposit.received" || !rec.Public || bytes.Contains(rec.Data, []byte("acct")) || !bytes.Contains(rec.Internal, []byte(`"account_ref":"acct"`)) {
+			t.Fatalf("credit stored as %s (public %v) %s, internal %s", rec.Type, rec.Public, rec.Data, rec.Internal)
+		}
 	}
 	if bal, _ := ts.Store.ChurchBalance(pb, cb); bal.Total != 700 {
 		t.Fatalf("partner B's balance %d, want 700", bal.Total)
@@ -454,12 +470,19 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 		t.Fatalf("partner A's balance %+v", bal)
 	}
 
-	// A credit whose announcement never happened.
+	// A credit whose announcement never happened, recorded as ledgers
+	// written before did: an internal deposit.credited of its own.
 	c := domain.Credit{PartnerID: pa, ChurchID: ca, Trace: "HALF-1", AccountRef: "acct", Amount: 1234, BankTS: time.Now()}
-	if _, err := ts.Ledger.Execute(context.Background(), eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
+	if _, err := ts.Ledger.Execute(ctx, eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			var d domain.Deposit
-			return domain.CreditDeposit(&d, c, time.Now())
+			ev, err := domain.CreditDeposit(&d, c, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			credited, _ := ev.InternalFact()
+			credited.ID = domain.NewID(domain.PrefixEvent)
+			return &credited, nil
 		}}); err != nil {
 		t.Fatal(err)
 	}
@@ -473,6 +496,9 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	}
 	if bal, _ := ts.Store.ChurchBalance(pa, ca); bal.Total != 500+1234 || bal.Count != 2 {
 		t.Fatalf("the retry credited twice: %+v", bal)
+	}
+	if code := deposit(a, ca, "HALF-1", "12.34"); code != http.StatusOK || countEvents(t, ts, "deposit.received") != before+1 {
+		t.Fatalf("the bank's second retry: %d, announced again: %v", code, countEvents(t, ts, "deposit.received") != before+1)
 	}
 }
 

@@ -65,9 +65,28 @@ func TestUpgradeFromLayout1ServesOldCursors(t *testing.T) {
 	if len(churches.Data) != 1 {
 		t.Fatalf("the fixture's church is not listed: %+v", churches)
 	}
-	sim := c.Do(http.MethodPost, "/sandbox/simulate/deposit", map[string]any{"church_id": churches.Data[0].ID, "account_ref": "acct_1", "amount": 20.5, "trace": "trc_after_upgrade"}, apitest.Header{"Idempotency-Key": "after-upgrade"})
+	// The fixture's deposits were recorded as two events each (the credit,
+	// then its announcement): their credits count, and an old trace sent
+	// again credits and announces nothing.
+	church := churches.Data[0].ID
+	before, err := ts.Store.ChurchBalance(fixture.PartnerID, church)
+	if err != nil || before.Count == 0 || len(before.Accounts) != 1 {
+		t.Fatalf("the fixture's balance after the upgrade: %+v, %v", before, err)
+	}
+	var account string
+	for account = range before.Accounts {
+	}
+	again := c.Do(http.MethodPost, "/sandbox/simulate/deposit", map[string]any{"church_id": church, "account_ref": account, "amount": 12.10, "trace": "trc_fixture_2"}, nil)
+	if again.Status != http.StatusOK || again.Map(t)["status_code"].(float64) != http.StatusOK {
+		t.Fatalf("an old trace again: %d %s", again.Status, again.Body)
+	}
+	sim := c.Do(http.MethodPost, "/sandbox/simulate/deposit", map[string]any{"church_id": church, "account_ref": "acct_1", "amount": 20.5, "trace": "trc_after_upgrade"}, apitest.Header{"Idempotency-Key": "after-upgrade"})
 	if sim.Status != http.StatusOK {
 		t.Fatalf("deposit after the upgrade: %d %s", sim.Status, sim.Body)
+	}
+	ts.waitProjected(t)
+	if after, err := ts.Store.ChurchBalance(fixture.PartnerID, church); err != nil || after.Count != before.Count+1 || after.Total != before.Total+2050 || after.Accounts["acct_1"] != before.Accounts["acct_1"]+2050 {
+		t.Fatalf("balance %+v after one new deposit of 20.50 on %+v (%v)", after, before, err)
 	}
 	var next struct {
 		Data []struct {

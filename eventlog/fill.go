@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
@@ -61,17 +60,11 @@ func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, err
 // fillOne publishes one event, trying again (same dedup id) when the
 // answer does not come.
 func (l *Ledger) fillOne(ctx context.Context, ev domain.Event) (uint64, error) {
-	subject, err := l.subjects.Event(ev)
-	if err != nil {
-		return 0, err
-	}
-	data, err := ev.Envelope()
-	if err != nil {
-		return 0, err
-	}
 	for attempt := 1; ; attempt++ {
-		msg := nats.NewMsg(subject)
-		msg.Data = data
+		msg, err := l.eventMessage(ev)
+		if err != nil {
+			return 0, err
+		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(l.name))
 		cancel()

@@ -37,15 +37,27 @@ type Record struct {
 	// (empty when tracing was off). It is a message header, never part of
 	// the envelope partners see.
 	Trace string
+	// Internal is the stored form of the internal fact the event carries
+	// (domain.Event.Internal), if any. It is a message header, never part of
+	// the envelope partners see.
+	Internal []byte
 }
 
 // requestHeader carries Command.Request on a ledger message: a keyed hash of
 // the request, never its content.
 const requestHeader = "Giving-Request"
 
+// internalHeader carries the internal fact an event carries
+// (domain.Event.InternalData): beside the envelope the feed and webhooks
+// send, never in it.
+const internalHeader = "Giving-Internal"
+
 // Event decodes the record's envelope.
 func (r Record) Event() (domain.Event, error) {
 	ev, err := domain.DecodeStoredAs(r.Partner, r.Aggregate, r.Type, r.Public, r.Data)
+	if err == nil && r.Internal != nil {
+		err = domain.DecodeInternal(&ev, r.Internal)
+	}
 	if err != nil {
 		return domain.Event{}, fmt.Errorf("record %d: %w", r.Seq, err)
 	}
@@ -72,25 +84,20 @@ func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expe
 // append is Append recording request, the fingerprint of the partner
 // request the event answers.
 func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expect uint64, request string) (Appended, error) {
-	subject, err := l.subjects.Event(ev)
+	msg, err := l.eventMessage(ev)
 	if err != nil {
 		return Appended{}, err
 	}
-	data, err := ev.Envelope()
-	if err != nil {
-		return Appended{}, err
-	}
-	if len(data) > MaxEventSize {
+	subject, data, internal := msg.Subject, msg.Data, msg.Header.Get(internalHeader)
+	if size := len(data) + len(internal); size > MaxEventSize {
 		l.cfg.Metrics.LedgerAppend(telemetry.AppendRejected, 0)
-		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", len(data), MaxEventSize)
+		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", size, MaxEventSize)
 	}
 	if msgID == "" {
 		msgID = ev.ID
 	}
 	ctx, span := telemetry.Start(ctx, "ledger.append", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(telemetry.Attr("giving.event_type", ev.Type), telemetry.Attr("giving.event_id", ev.ID)))
-	msg := nats.NewMsg(subject)
-	msg.Data = data
 	if request != "" {
 		msg.Header.Set(requestHeader, request)
 	}
@@ -130,10 +137,38 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 		return Appended{Record: rec, Duplicate: true}, nil
 	}
 	p, _ := l.subjects.parse(subject)
-	return Appended{Record: Record{
+	rec := Record{
 		Seq: ack.Sequence, Subject: subject, Stored: ev.OccurredAt, MsgID: msgID,
 		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data, Request: request, Trace: tp,
-	}}, nil
+	}
+	if internal != "" {
+		rec.Internal = []byte(internal)
+	}
+	return Appended{Record: rec}, nil
+}
+
+// eventMessage is the message an event is stored as: under its subject, its
+// envelope as the data (the bytes partners get), the internal fact it
+// carries, if any, in a header beside it.
+func (l *Ledger) eventMessage(ev domain.Event) (*nats.Msg, error) {
+	subject, err := l.subjects.Event(ev)
+	if err != nil {
+		return nil, err
+	}
+	data, err := ev.Envelope()
+	if err != nil {
+		return nil, err
+	}
+	internal, err := ev.InternalData()
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	if internal != nil {
+		msg.Header.Set(internalHeader, string(internal))
+	}
+	return msg, nil
 }
 
 // appendResult names an append's result for the metrics.
@@ -356,8 +391,12 @@ func (l *Ledger) record(seq uint64, subject string, stored time.Time, h nats.Hea
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{
+	rec := Record{
 		Seq: seq, Subject: subject, Stored: stored, MsgID: h.Get(jetstream.MsgIDHeader), Request: h.Get(requestHeader), Trace: h.Get(telemetry.TraceparentHeader),
 		Partner: p.Partner, Aggregate: p.Aggregate, Type: p.Type, Public: p.Public, Data: data,
-	}, nil
+	}
+	if internal := h.Get(internalHeader); internal != "" {
+		rec.Internal = []byte(internal)
+	}
+	return rec, nil
 }

@@ -350,6 +350,19 @@ func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64
 	return last, checkpoint(tx, indexes, counts, last)
 }
 
+// applyFact runs the appliers and adders of one fact rec records.
+func applyFact(tx *bolt.Tx, rec eventlog.Record, ev domain.Event, counts *counters) error {
+	for _, a := range appliers[ev.Type] {
+		if err := a(tx, rec, ev); err != nil {
+			return fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, ev.Type, err)
+		}
+	}
+	for _, add := range adders[ev.Type] {
+		add(counts, ev)
+	}
+	return nil
+}
+
 // applyRecords runs the appliers of the records past sequence applied and
 // collects their index writes in indexes and their additions in counts. It
 // returns the last sequence applied, or 0 if nothing was new.
@@ -366,13 +379,13 @@ func applyRecords(tx *bolt.Tx, applied uint64, recs []eventlog.Record, evs []dom
 			return 0, fmt.Errorf("projections: gap in ledger: at %d, got %d", applied, rec.Seq)
 		}
 		indexes.indexRecord(rec, evs[i])
-		for _, a := range appliers[rec.Type] {
-			if err := a(tx, rec, evs[i]); err != nil {
-				return 0, fmt.Errorf("projections: apply %d (%s): %w", rec.Seq, rec.Type, err)
+		if inner, ok := evs[i].InternalFact(); ok {
+			if err := applyFact(tx, rec, inner, counts); err != nil {
+				return 0, err
 			}
 		}
-		for _, add := range adders[rec.Type] {
-			add(counts, evs[i])
+		if err := applyFact(tx, rec, evs[i], counts); err != nil {
+			return 0, err
 		}
 		applied, last = rec.Seq, rec.Seq
 	}
@@ -422,14 +435,15 @@ func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 }
 
 // decodeForApply decodes what applying rec takes: the whole event when a
-// read model reacts to its type; else, for a type of the catalogue, only
-// its id, which is all the indexes take of it (the feed keeps the stored
-// bytes). Most of a ledger is such events (deposit.received, the
-// sessions' and deliveries' records), and decoding was most of what a
+// read model reacts to its type or to the internal fact it carries; else,
+// for a type of the catalogue, only its id, which is all the indexes take
+// of it (the feed keeps the stored bytes). Most of a ledger is such events
+// (the sessions' and deliveries' records, deposit.received without a
+// credit in ledgers written before), and decoding was most of what a
 // replay's every event cost. A record of a type this build does not know
 // is decoded, and refused, as before.
 func decodeForApply(rec eventlog.Record) (domain.Event, error) {
-	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && !reactsTo(rec.Type) {
+	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && !reactsTo(rec.Type) && rec.Internal == nil {
 		id, err := domain.EnvelopeEventID(rec.Data)
 		if err != nil {
 			return domain.Event{}, fmt.Errorf("record %d: %w", rec.Seq, err)

@@ -294,7 +294,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 	if err != nil {
 		return 0, fmt.Errorf("bare loop: %w", err)
 	}
-	template, err := dep[1].Envelope()
+	template, err := dep.Envelope()
 	if err != nil {
 		return 0, fmt.Errorf("bare loop: %w", err)
 	}
@@ -311,7 +311,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 			defer wg.Done()
 			for time.Now().Before(end) && ctx.Err() == nil {
 				id := "bare_" + strconv.FormatInt(n.Add(1), 10)
-				body := bytes.Replace(template, []byte(dep[1].ID), []byte(id), 1)
+				body := bytes.Replace(template, []byte(dep.ID), []byte(id), 1)
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.hooks.url+"/bare", bytes.NewReader(body))
 				if err != nil {
 					return
@@ -336,8 +336,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 }
 
 // paced appends the webhook partner's deposit.received events (synced, as
-// the service does; without their internal deposit.credited, which no
-// delivery waits for) at rate per second for d, and measures from each
+// the service does, each carrying its credit) at rate per second for d, and measures from each
 // acknowledged append to its receipt. The events are built before the
 // clock starts and each is due at its own time from the start (an open
 // loop: one that falls behind catches up at once instead of dropping
@@ -359,7 +358,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		if err != nil {
 			return Measure{}, 0, err
 		}
-		events[i] = dep[1]
+		events[i] = dep
 	}
 	slots := make(chan struct{}, 256)
 	interval := time.Duration(float64(time.Second) / rate)

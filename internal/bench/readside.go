@@ -198,21 +198,20 @@ func (rs *readState) setUp(ctx context.Context) error {
 	return err
 }
 
-// deposit is one bank credit as the service records it: the internal
-// deposit.credited event and the public deposit.received.
-func (rs *readState) deposit(partner, church string) ([2]domain.Event, error) {
+// deposit is one bank credit as the service records it: the public
+// deposit.received carrying the internal deposit.credited.
+func (rs *readState) deposit(partner, church string) (domain.Event, error) {
 	rs.deposits++
 	now := time.Now()
 	var d domain.Deposit
-	credited, err := domain.CreditDeposit(&d, domain.Credit{
+	ev, err := domain.CreditDeposit(&d, domain.Credit{
 		PartnerID: partner, ChurchID: church, Trace: "bench-" + rs.run + "-" + strconv.Itoa(rs.deposits),
 		AccountRef: "acct_bench", Amount: domain.Hundredths(100 + rs.deposits%100_000), BankTS: now,
 	}, now)
 	if err != nil {
-		return [2]domain.Event{}, err
+		return domain.Event{}, err
 	}
-	d.Apply(*credited)
-	return [2]domain.Event{*credited, *domain.AnnounceDeposit(&d, partner, now)}, nil
+	return *ev, nil
 }
 
 // fill appends deposits up to n public events, a tenth of them the big
@@ -233,7 +232,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, ui
 	const chunk = 5000
 	last := time.Now()
 	for rs.events < n {
-		batch := make([]domain.Event, 0, 2*chunk)
+		batch := make([]domain.Event, 0, chunk)
 		big := make([]int, 0, chunk/10+1)
 		for i := 0; i < chunk && rs.events < n; i++ {
 			partner, church := rs.big, rs.bigChurch
@@ -246,9 +245,9 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, ui
 				return 0, 0, 0, err
 			}
 			if partner == rs.big {
-				big = append(big, len(batch)+1)
+				big = append(big, len(batch))
 			}
-			batch = append(batch, dep[0], dep[1])
+			batch = append(batch, dep)
 			rs.events++
 		}
 		seqs, err := l.Fill(ctx, batch)
@@ -260,7 +259,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, ui
 		}
 		if time.Since(last) > 5*time.Second {
 			last = time.Now()
-			rs.r.progress("  filled %d/%d public events (%.0f messages/s)", rs.events, n, float64(2*rs.events)/time.Since(start).Seconds())
+			rs.r.progress("  filled %d/%d public events (%.0f messages/s)", rs.events, n, float64(rs.events)/time.Since(start).Seconds())
 		}
 	}
 	slices.Sort(rs.bigSeqs) // concurrent publishes store out of order
@@ -284,8 +283,8 @@ func (rs *readState) fillHooks(ctx context.Context, n int) (map[string]bool, err
 		if err != nil {
 			return nil, err
 		}
-		ids[dep[1].ID] = true
-		batch = append(batch, dep[0], dep[1])
+		ids[dep.ID] = true
+		batch = append(batch, dep)
 	}
 	_, err = l.Fill(ctx, batch)
 	return ids, err

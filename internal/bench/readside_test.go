@@ -51,7 +51,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	positive("page p99 growth", r.Read.PageP99Growth)
 	for i, want := range []int{200, 2000} {
 		s := r.Read.Sizes[i]
-		if s.Events != want || s.WalkEvents != want/10 || s.Messages < uint64(2*want) {
+		if s.Events != want || s.WalkEvents != want/10 || s.Messages < uint64(want) {
 			t.Errorf("size %d: %d public events (%d messages), walked %d; want %d, a tenth walked", i, s.Events, s.Messages, s.WalkEvents, want)
 		}
 		if s.Page.Errors != 0 || s.Dispatch.Paced.Errors != 0 {

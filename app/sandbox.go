@@ -125,16 +125,17 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 }
 
 // creditedAt is the bank timestamp the partner's deposit with trace was
-// credited with, read from the ledger, or "" when it was not credited.
+// credited with, or "" when it was not credited.
 func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string, error) {
-	h, err := s.ledger.History(ctx, partner, domain.DepositIDForTrace(trace))
+	last, err := s.ledger.LastOf(ctx, s.ledger.Subjects().Aggregate(partner, domain.DepositBook))
 	if err != nil {
 		return "", err
 	}
-	if dep := domain.Fold[domain.Deposit](h.Events); dep.Credited {
-		return dep.Credit.BankTS, nil
+	dep, err := s.deposit(ctx, partner, trace, last)
+	if err != nil || !dep.Credited {
+		return "", err
 	}
-	return "", nil
+	return dep.BankTS, nil
 }
 
 // SimulateKYC sends the identity verifier's decision about a donor. The

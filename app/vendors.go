@@ -163,36 +163,35 @@ func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID
 
 // bankCredit reconciles an ACH credit: it is credited to the church and its
 // account once per trace and announced to the partner as deposit.received,
-// in one conditional append on the deposit (whose id derives from the
-// trace): the announcement carries the credit. A deposit a ledger written
-// before recorded as two events, credited and never announced (a crash
-// between them), is announced by a second append.
+// in one append that carries the credit. A partner's deposits are one
+// aggregate (domain.DepositBook), so credits of one partner run one at a
+// time; each decides from the deposit's state in the projections, once
+// they hold the book's newest event, so a repeated trace never credits
+// twice, however many deliveries of it arrive at once or wherever.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
 	c, err := s.parseCredit(d)
 	if err != nil {
 		return false, err
 	}
-	id := domain.DepositIDForTrace(c.Trace)
-	unannounced := false
-	credited, err := s.runVendor(ctx, eventlog.Command{
-		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":0",
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			dep := domain.Fold[domain.Deposit](h.Events)
-			unannounced = dep.Credited && !dep.Announced
-			return domain.CreditDeposit(&dep, c, s.Now())
+	return s.runVendor(ctx, eventlog.Command{
+		Partner: c.PartnerID, Aggregate: domain.DepositBook, LastOnly: true, MsgID: msgID + ":0",
+		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
+			dep, err := s.deposit(ctx, c.PartnerID, c.Trace, h.Last)
+			if err != nil {
+				return nil, err
+			}
+			return domain.ReconcileCredit(dep, c, s.Now())
 		},
 	})
-	if err != nil || !unannounced {
-		return credited, err
+}
+
+// deposit is what is known of the partner's deposit with trace, once the
+// projections hold the partner's deposit book up to last.
+func (s *Service) deposit(ctx context.Context, partner, trace string, last uint64) (domain.Deposit, error) {
+	if err := s.waitApplied(ctx, last); err != nil {
+		return domain.Deposit{}, err
 	}
-	announced, err := s.runVendor(ctx, eventlog.Command{
-		Partner: c.PartnerID, Aggregate: id, MsgID: msgID + ":1",
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			dep := domain.Fold[domain.Deposit](h.Events)
-			return domain.AnnounceDeposit(&dep, c.PartnerID, s.Now()), nil
-		},
-	})
-	return credited || announced, err
+	return s.store.Deposit(partner, trace)
 }
 
 // parseCredit normalises a bank credit. The amount must be a JSON number

@@ -38,29 +38,28 @@ func init() {
 	registerCarrying("deposit.received", "deposit.credited")
 }
 
-// Deposit is the deposit aggregate: one bank credit, identified by its trace.
-type Deposit struct {
-	ID        string          `json:"id"`
-	ChurchID  string          `json:"church_id"`
-	Credit    DepositCredited `json:"credit"`
-	Credited  bool            `json:"credited"`
-	Announced bool            `json:"announced"`
-}
+// DepositBook is the aggregate id under which a partner's deposits are
+// appended: one subject per partner however many deposits it receives (a
+// subject per deposit kept ~170 bytes per deposit in the ledger server's
+// memory for good). Serialising a partner's deposits is what makes a trace
+// credit once; the decision reads the deposit's state from the projections
+// (Deposit), which hold every deposit up to the book's newest event.
+// Ledgers written before kept each deposit under its own id.
+const DepositBook = "deposits"
 
-// Apply folds one of the deposit's events into its state.
-func (d *Deposit) Apply(e Event) {
-	switch p := e.Payload.(type) {
-	case *DepositCredited:
-		d.ID, d.ChurchID, d.Credit, d.Credited = e.AggregateID, e.ChurchID, *p, true
-	case *DepositReceived:
-		d.Announced = true
-	}
+// Deposit is what is known of one bank credit, identified by its trace.
+type Deposit struct {
+	ChurchID   string
+	AccountRef string
+	Amount     Hundredths
+	BankTS     string
+	Credited   bool
+	Announced  bool
 }
 
 // DepositIDForTrace is the deposit id of a bank trace. One trace is one
 // deposit of one partner, so the id is derived from it: a repeated trace
-// lands on the same aggregate (under the partner of the church it names) and
-// cannot credit twice.
+// names the same deposit (of the partner of the church it names).
 func DepositIDForTrace(trace string) string {
 	sum := sha256.Sum256([]byte("trace\x00" + trace))
 	id, _ := ksuid.FromBytes(sum[:20])
@@ -106,40 +105,35 @@ func ValidateCredit(c Credit) error {
 // credited.
 var ErrTraceReused = ProblemTraceConflict.New("This trace was already credited with a different church, account or amount.")
 
-// CreditDeposit decides recording a bank credit: one deposit.received that
-// carries its deposit.credited (Event.Internal), so the credit and its
-// announcement are one append. The same credit again changes nothing: a
-// repeated trace never credits twice. (Ledgers written before kept the two
-// as separate events; a deposit credited there but never announced is
-// announced by AnnounceDeposit.)
-func CreditDeposit(d *Deposit, c Credit, now time.Time) (*Event, error) {
+// ReconcileCredit decides what a bank credit changes, given what is known
+// of its trace's deposit: a new credit is one deposit.received that carries
+// its deposit.credited (Event.Internal), so the credit and its announcement
+// are one append. The same credit again changes nothing: a repeated trace
+// never credits twice. A deposit credited and never announced (ledgers
+// written before recorded the two apart, and could stop between them) is
+// announced.
+func ReconcileCredit(d Deposit, c Credit, now time.Time) (*Event, error) {
 	if d.Credited {
-		if d.ChurchID != c.ChurchID || d.Credit.AccountRef != c.AccountRef || d.Credit.Amount != c.Amount {
+		if d.ChurchID != c.ChurchID || d.AccountRef != c.AccountRef || d.Amount != c.Amount {
 			return nil, ErrTraceReused
 		}
-		return nil, nil
+		if d.Announced {
+			return nil, nil
+		}
+		id := DepositIDForTrace(c.Trace)
+		ev := NewEvent(c.PartnerID, DepositBook, d.ChurchID, now, &DepositReceived{
+			DepositID: id, Amount: d.Amount, Currency: "USD", Trace: c.Trace, BankTS: d.BankTS,
+		})
+		return &ev, nil
 	}
 	if err := ValidateCredit(c); err != nil {
 		return nil, err
 	}
 	id := DepositIDForTrace(c.Trace)
 	credit := &DepositCredited{Trace: c.Trace, AccountRef: c.AccountRef, Amount: c.Amount, Currency: "USD", BankTS: FormatTime(c.BankTS)}
-	ev := NewEvent(c.PartnerID, id, c.ChurchID, now, &DepositReceived{
+	ev := NewEvent(c.PartnerID, DepositBook, c.ChurchID, now, &DepositReceived{
 		DepositID: id, Amount: credit.Amount, Currency: credit.Currency, Trace: credit.Trace, BankTS: credit.BankTS,
 	})
 	ev.Internal = credit
 	return &ev, nil
-}
-
-// AnnounceDeposit decides telling the partner about a credited deposit, once:
-// only a deposit a ledger written before CreditDeposit carried the credit
-// in its announcement can be credited and not announced.
-func AnnounceDeposit(d *Deposit, partnerID string, now time.Time) *Event {
-	if !d.Credited || d.Announced {
-		return nil
-	}
-	ev := NewEvent(partnerID, d.ID, d.ChurchID, now, &DepositReceived{
-		DepositID: d.ID, Amount: d.Credit.Amount, Currency: d.Credit.Currency, Trace: d.Credit.Trace, BankTS: d.Credit.BankTS,
-	})
-	return &ev
 }

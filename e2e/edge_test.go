@@ -472,18 +472,10 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 
 	// A credit whose announcement never happened, recorded as ledgers
 	// written before did: an internal deposit.credited of its own.
-	c := domain.Credit{PartnerID: pa, ChurchID: ca, Trace: "HALF-1", AccountRef: "acct", Amount: 1234, BankTS: time.Now()}
-	if _, err := ts.Ledger.Execute(ctx, eventlog.Command{Partner: pa, Aggregate: domain.DepositIDForTrace(c.Trace),
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			var d domain.Deposit
-			ev, err := domain.CreditDeposit(&d, c, time.Now())
-			if err != nil {
-				return nil, err
-			}
-			credited, _ := ev.InternalFact()
-			credited.ID = domain.NewID(domain.PrefixEvent)
-			return &credited, nil
-		}}); err != nil {
+	credited := domain.NewEvent(pa, domain.DepositIDForTrace("HALF-1"), ca, time.Now(), &domain.DepositCredited{
+		Trace: "HALF-1", AccountRef: "acct", Amount: 1234, Currency: "USD", BankTS: domain.FormatTime(time.Now()),
+	})
+	if _, err := ts.Ledger.Append(ctx, credited, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	ts.waitProjected(t)
@@ -549,5 +541,39 @@ func TestRetriedDepositSimulationCreditsOnce(t *testing.T) {
 	own := c.Do(http.MethodPost, "/sandbox/simulate/deposit", strings.Replace(body, `"amount"`, `"trace":"trc_mine","amount"`, 1), apitest.Header{"Idempotency-Key": "deposit-3"})
 	if !strings.Contains(string(own.Body), `"trace":"trc_mine"`) {
 		t.Fatalf("explicit trace: %s", own.Body)
+	}
+}
+
+// A partner's deposits are one aggregate: bank deliveries of one trace
+// arriving at once (each its own vendor event) credit it once, and distinct
+// traces arriving at once are each credited.
+func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	credit := func(id, trace string) (int, map[string]any) {
+		return sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, vendorBody(id, "ach.credit.received", map[string]any{
+			"trace": trace, "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
+		}), time.Now())
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	codes := make([]int, 2*n)
+	for i := range n {
+		wg.Go(func() { codes[i], _ = credit(fmt.Sprintf("bank-same-%d", i), "SAME-TRACE") })
+		wg.Go(func() { codes[n+i], _ = credit(fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("OWN-%d", i)) })
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != http.StatusOK {
+			t.Fatalf("delivery %d: %d", i, code)
+		}
+	}
+	ts.waitProjected(t)
+	if got := countEvents(t, ts, "deposit.received"); got != n+1 {
+		t.Fatalf("%d deposit.received, want %d (one for the shared trace, one per own trace)", got, n+1)
+	}
+	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
+		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
 	}
 }

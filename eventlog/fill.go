@@ -20,18 +20,22 @@ import (
 const fillPublishers = 64
 
 // Fill appends events as fast as the server takes them, for benchmarks:
-// many publishers at once, no expected-sequence condition (every event must
-// start or continue an aggregate nobody else writes), each event's id as
-// its dedup id, so a publish retried after a lost answer stores nothing
-// twice. It returns each event's sequence, in the order of events (the
-// ledger's order may differ). On a ledger opened with Unsynced, nothing is
-// synced per write.
+// many publishes at once, no expected-sequence condition (every event must
+// start or continue an aggregate nobody else writes). A fill stands for
+// history, so its events carry no dedup id: the server keeps the ids of the
+// last Config.Duplicates of writes (15 minutes) and rebuilds them at every
+// start, which for a production ledger is its last 15 minutes, never its
+// history; a fill minutes old with ids would make the next start rebuild a
+// table of every id in it. Without an id a publish cannot be retried
+// safely, so a lost answer fails the fill. It returns each event's
+// sequence, in the order of events (the ledger's order may differ). On a
+// ledger opened with Unsynced, nothing is synced per write.
 func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, error) {
 	seqs := make([]uint64, len(events))
 	var next atomic.Int64
 	errs := make(chan error, fillPublishers)
 	var wg sync.WaitGroup
-	for range fillPublishers {
+	for range min(fillPublishers, len(events)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -57,24 +61,19 @@ func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, err
 	return seqs, ctx.Err()
 }
 
-// fillOne publishes one event, trying again (same dedup id) when the
-// answer does not come.
+// fillOne publishes one event.
 func (l *Ledger) fillOne(ctx context.Context, ev domain.Event) (uint64, error) {
-	for attempt := 1; ; attempt++ {
-		msg, err := l.eventMessage(ev)
-		if err != nil {
-			return 0, err
-		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(l.name))
-		cancel()
-		if err == nil {
-			return ack.Sequence, nil
-		}
-		if attempt == 5 || ctx.Err() != nil {
-			return 0, natsErr("fill", err)
-		}
+	msg, err := l.eventMessage(ev)
+	if err != nil {
+		return 0, err
 	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithExpectStream(l.name))
+	if err != nil {
+		return 0, natsErr("fill", err)
+	}
+	return ack.Sequence, nil
 }
 
 // RawRead is what a raw ordered read achieved.

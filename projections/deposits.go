@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,6 +19,10 @@ var (
 	// bucketAccountTotals holds "<partner>/<church id>\x00<account ref>" →
 	// that account's total, a big-endian int64.
 	bucketAccountTotals = bucket("church_account_totals")
+	// bucketDeposits holds "<partner>/<trace>" → what is known of that
+	// deposit (depositBytes), for the next credit of the trace to decide
+	// from.
+	bucketDeposits = bucket("deposits")
 )
 
 // Balance is what a church has received.
@@ -38,7 +43,76 @@ func init() {
 		c.put(bucketBalances, church, balanceBytes(saturatingAdd(total, credit.Amount), count+1))
 		account := string(accountKey([]byte(church), credit.AccountRef))
 		c.put(bucketAccountTotals, account, u64(uint64(saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount))))
+		key := ev.PartnerID + "/" + credit.Trace
+		d, _ := readDeposit(c.get(bucketDeposits, key)) // only this file's own writes; a credit sets every field
+		d.ChurchID, d.AccountRef, d.Amount, d.BankTS, d.Credited = ev.ChurchID, credit.AccountRef, credit.Amount, credit.BankTS, true
+		c.put(bucketDeposits, key, depositBytes(d))
 	})
+	counting("deposit.received", func(c *counters, ev domain.Event) {
+		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
+		d, err := readDeposit(c.get(bucketDeposits, key))
+		if err != nil {
+			// Never seen: this file wrote every record. Keep it, so the
+			// next credit of the trace fails to read it rather than credit
+			// again.
+			return
+		}
+		d.Announced = true
+		c.put(bucketDeposits, key, depositBytes(d))
+	})
+}
+
+// Deposit returns what is known of the partner's deposit with trace (zero
+// when nothing is).
+func (s *Store) Deposit(partner, trace string) (domain.Deposit, error) {
+	var d domain.Deposit
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		d, err = readDeposit(tx.Bucket(bucketDeposits).Get([]byte(partner + "/" + trace)))
+		return err
+	})
+	return d, err
+}
+
+// depositBytes encodes a deposit's state: flags (1 credited, 2 announced),
+// the amount (big-endian int64), then the church id, the bank timestamp and
+// the account ref, each after its length in one byte (ids, timestamps and
+// refs are short: domain.ValidateCredit bounds a ref to 64 bytes).
+func depositBytes(d domain.Deposit) []byte {
+	b := make([]byte, 0, 12+len(d.ChurchID)+len(d.BankTS)+len(d.AccountRef))
+	var flags byte
+	if d.Credited {
+		flags |= 1
+	}
+	if d.Announced {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, uint64(d.Amount))
+	for _, f := range []string{d.ChurchID, d.BankTS, d.AccountRef} {
+		b = append(append(b, byte(min(len(f), 255))), f[:min(len(f), 255)]...)
+	}
+	return b
+}
+
+// readDeposit decodes depositBytes; nil (no deposit yet) is the zero
+// deposit.
+func readDeposit(v []byte) (domain.Deposit, error) {
+	if v == nil {
+		return domain.Deposit{}, nil
+	}
+	if len(v) < 9 {
+		return domain.Deposit{}, fmt.Errorf("projections: deposit record of %d bytes", len(v))
+	}
+	d := domain.Deposit{Credited: v[0]&1 != 0, Announced: v[0]&2 != 0, Amount: domain.Hundredths(binary.BigEndian.Uint64(v[1:9]))}
+	rest := v[9:]
+	for _, f := range []*string{&d.ChurchID, &d.BankTS, &d.AccountRef} {
+		if len(rest) == 0 || int(rest[0]) > len(rest)-1 {
+			return domain.Deposit{}, fmt.Errorf("projections: deposit record truncated")
+		}
+		*f, rest = string(rest[1:1+rest[0]]), rest[1+rest[0]:]
+	}
+	return d, nil
 }
 
 // ChurchBalance returns what one of the partner's churches has received.

@@ -35,8 +35,7 @@ func depositEvents(b testing.TB, deposits, partners int, legacy bool) []domain.E
 	events := make([]domain.Event, 0, deposits)
 	now := time.Now()
 	for i := range deposits {
-		var d domain.Deposit
-		ev, err := domain.CreditDeposit(&d, domain.Credit{
+		ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
 			PartnerID: ids[i%partners], ChurchID: churches[i%partners], Trace: "rebuild-bench-" + strconv.Itoa(i),
 			AccountRef: "acct_bench", Amount: domain.Hundredths(100 + i), BankTS: now,
 		}, now)
@@ -53,8 +52,10 @@ func depositEvents(b testing.TB, deposits, partners int, legacy bool) []domain.E
 }
 
 // asBefore is a deposit.received carrying its credit as ledgers written
-// before recorded it: the credit an internal event of its own, first.
+// before recorded it: under the deposit's own id, the credit an internal
+// event of its own, first.
 func asBefore(ev domain.Event) []domain.Event {
+	ev.AggregateID = ev.Payload.(*domain.DepositReceived).DepositID
 	credited, ok := ev.InternalFact()
 	if !ok {
 		return []domain.Event{ev}

@@ -35,7 +35,9 @@ var (
 //	4: church balances as fixed-size counters, one key per account (a
 //	   credit no longer decodes and re-encodes every account the church
 //	   has seen)
-const Schema = 4
+//	5: the deposits by trace (a credit decides from them: deposits share
+//	   one aggregate per partner, domain.DepositBook)
+const Schema = 5
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -406,13 +408,13 @@ func checkpoint(tx *bolt.Tx, indexes *indexWrites, counts *counters, last uint64
 
 // decodeAll decodes a batch's events before its transaction opens, on every
 // core when the batch is large (a catch-up or a rebuild): decoding is the
-// larger part of applying, and it needs no order. See decodeForApply.
+// larger part of applying, and it needs no order.
 func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 	evs := make([]domain.Event, len(recs))
 	errs := make([]error, len(recs))
 	decode := func(from, to int) {
 		for i := from; i < to; i++ {
-			evs[i], errs[i] = decodeForApply(recs[i])
+			evs[i], errs[i] = recs[i].Event()
 		}
 	}
 	workers := runtime.GOMAXPROCS(0)
@@ -434,25 +436,6 @@ func decodeAll(recs []eventlog.Record) ([]domain.Event, error) {
 	return evs, nil
 }
 
-// decodeForApply decodes what applying rec takes: the whole event when a
-// read model reacts to its type or to the internal fact it carries; else,
-// for a type of the catalogue, only its id, which is all the indexes take
-// of it (the feed keeps the stored bytes). Most of a ledger is such events
-// (the sessions' and deliveries' records, deposit.received without a
-// credit in ledgers written before), and decoding was most of what a
-// replay's every event cost. A record of a type this build does not know
-// is decoded, and refused, as before.
-func decodeForApply(rec eventlog.Record) (domain.Event, error) {
-	if spec, ok := domain.EventTypeSpec(rec.Type); ok && spec.Public == rec.Public && !reactsTo(rec.Type) && rec.Internal == nil {
-		id, err := domain.EnvelopeEventID(rec.Data)
-		if err != nil {
-			return domain.Event{}, fmt.Errorf("record %d: %w", rec.Seq, err)
-		}
-		return domain.Event{ID: id, Type: rec.Type, PartnerID: rec.Partner, AggregateID: rec.Aggregate}, nil
-	}
-	return rec.Event()
-}
-
 // parallelDecodeAt is the batch size from which decodeAll uses every core;
 // below it, starting goroutines costs more than it saves.
 const parallelDecodeAt = 256
@@ -471,12 +454,6 @@ func on(eventType string, a applier) {
 		panic("projections: unknown event type " + eventType)
 	}
 	appliers[eventType] = append(appliers[eventType], a)
-}
-
-// reactsTo reports whether a read model reacts to the event type (with an
-// applier or by adding to counters).
-func reactsTo(eventType string) bool {
-	return len(appliers[eventType]) > 0 || len(adders[eventType]) > 0
 }
 
 // bucket declares a bucket the read models use.

@@ -336,7 +336,9 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 }
 
 // paced appends the webhook partner's deposit.received events (synced, as
-// the service does, each carrying its credit) at rate per second for d, and measures from each
+// the service does, each carrying its credit; without the deposit book's
+// guard, which would line a partner's appends up one at a time, as the
+// service does, and every event here is a new deposit) at rate per second for d, and measures from each
 // acknowledged append to its receipt. The events are built before the
 // clock starts and each is due at its own time from the start (an open
 // loop: one that falls behind catches up at once instead of dropping
@@ -380,7 +382,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			_, err := svc.st.Ledger.Append(ctx, ev, "", 0)
+			_, err := svc.st.Ledger.Fill(ctx, []domain.Event{ev})
 			at := time.Now()
 			mu.Lock()
 			defer mu.Unlock()

@@ -203,8 +203,7 @@ func (rs *readState) setUp(ctx context.Context) error {
 func (rs *readState) deposit(partner, church string) (domain.Event, error) {
 	rs.deposits++
 	now := time.Now()
-	var d domain.Deposit
-	ev, err := domain.CreditDeposit(&d, domain.Credit{
+	ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
 		PartnerID: partner, ChurchID: church, Trace: "bench-" + rs.run + "-" + strconv.Itoa(rs.deposits),
 		AccountRef: "acct_bench", Amount: domain.Hundredths(100 + rs.deposits%100_000), BankTS: now,
 	}, now)

@@ -43,6 +43,13 @@ func init() {
 		c.put(bucketBalances, church, balanceBytes(saturatingAdd(total, credit.Amount), count+1))
 		account := string(accountKey([]byte(church), credit.AccountRef))
 		c.put(bucketAccountTotals, account, u64(uint64(saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount))))
+		if ev.AggregateID == domain.DepositBook {
+			// A credit in the book is always carried by its
+			// announcement, whose adder records the deposit whole.
+			return
+		}
+		// A credit an earlier build recorded on its own (announced by
+		// a later event, or never).
 		key := ev.PartnerID + "/" + credit.Trace
 		d, _ := readDeposit(c.get(bucketDeposits, key)) // only this file's own writes; a credit sets every field
 		d.ChurchID, d.AccountRef, d.Amount, d.BankTS, d.Credited = ev.ChurchID, credit.AccountRef, credit.Amount, credit.BankTS, true
@@ -50,6 +57,12 @@ func init() {
 	})
 	counting("deposit.received", func(c *counters, ev domain.Event) {
 		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
+		if credit, ok := ev.Internal.(*domain.DepositCredited); ok {
+			c.put(bucketDeposits, key, depositBytes(domain.Deposit{
+				ChurchID: ev.ChurchID, AccountRef: credit.AccountRef, Amount: credit.Amount, BankTS: credit.BankTS, Credited: true, Announced: true,
+			}))
+			return
+		}
 		d, err := readDeposit(c.get(bucketDeposits, key))
 		if err != nil {
 			// Never seen: this file wrote every record. Keep it, so the

@@ -170,19 +170,13 @@ func DecodeStored(partnerID, aggregateID string, public bool, data []byte) (Even
 	})
 }
 
-// envelopeIDPrefix is how every envelope Envelope writes begins: the event
-// id is its first field.
-var envelopeIDPrefix = []byte(`{"event_id":"`)
-
 // EnvelopeEventID returns the event id of a stored envelope without decoding
 // the rest: read from the envelope's start when it is as Envelope writes it
 // (an id is a plain token, never escaped), else from a decoding of the id
 // alone.
 func EnvelopeEventID(data []byte) (string, error) {
-	if rest, ok := bytes.CutPrefix(data, envelopeIDPrefix); ok {
-		if end := bytes.IndexByte(rest, '"'); end > 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
-			return string(rest[:end]), nil
-		}
+	if id, _, ok := plainString(data, envelopeIDKey); ok && id != "" {
+		return id, nil
 	}
 	h, err := ReadEnvelopeHeader(data)
 	if err != nil {
@@ -224,6 +218,93 @@ func DecodeStoredAs(partnerID, aggregateID, eventType string, public bool, data 
 }
 
 var payloadKey = []byte(`"payload":`)
+
+// DecodeStoredHeader is DecodeStoredAs without the payload: the event's id,
+// type, time and church, its Payload left nil, for a reader that needs no
+// more (a read model applying the internal fact a record carries). The
+// header is read straight from the envelope's start when it is laid out as
+// Envelope writes it (plain tokens, never escaped), else decoded.
+func DecodeStoredHeader(partnerID, aggregateID, eventType string, public bool, data []byte) (Event, error) {
+	if _, ok := storedSpec(eventType, public); !ok {
+		return Event{}, fmt.Errorf("decode envelope: unknown event type %q (or stored with another visibility)", eventType)
+	}
+	h, ok := envelopeHeaderAt(data)
+	if !ok {
+		var env envelopeHead
+		if err := json.Unmarshal(data, &env); err != nil {
+			return Event{}, fmt.Errorf("decode envelope: %w", err)
+		}
+		h = env
+	}
+	if h.EventType != eventType {
+		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.EventID, h.EventType, eventType)
+	}
+	at, err := time.Parse(TimeLayout, h.OccurredAt)
+	if err != nil {
+		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.EventID, err)
+	}
+	ev := Event{ID: h.EventID, Type: h.EventType, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID}
+	if h.ChurchID != nil {
+		ev.ChurchID = *h.ChurchID
+	}
+	return ev, nil
+}
+
+// envelopeIDKey is how every envelope Envelope writes begins: the event id
+// is its first field.
+const envelopeIDKey = `{"event_id":"`
+
+// envelopeHead is the part of an envelope before its payload.
+type envelopeHead struct {
+	EventID    string  `json:"event_id"`
+	EventType  string  `json:"event_type"`
+	OccurredAt string  `json:"occurred_at"`
+	ChurchID   *string `json:"church_id"`
+}
+
+// envelopeHeaderAt reads the head of an envelope laid out as Envelope
+// writes it, each field in order and no string escaped; ok is false for
+// anything else.
+func envelopeHeaderAt(data []byte) (envelopeHead, bool) {
+	var h envelopeHead
+	rest := data
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{envelopeIDKey, &h.EventID}, {`,"event_type":"`, &h.EventType}, {`,"occurred_at":"`, &h.OccurredAt}} {
+		var ok bool
+		if *f.to, rest, ok = plainString(rest, f.key); !ok {
+			return envelopeHead{}, false
+		}
+	}
+	if after, ok := bytes.CutPrefix(rest, []byte(`,"church_id":null`)); ok {
+		rest = after
+	} else {
+		church, after, ok := plainString(rest, `,"church_id":"`)
+		if !ok {
+			return envelopeHead{}, false
+		}
+		h.ChurchID, rest = &church, after
+	}
+	if !bytes.HasPrefix(rest, []byte(`,"payload":`)) {
+		return envelopeHead{}, false
+	}
+	return h, true
+}
+
+// plainString reads the string after key at the start of data, up to its
+// closing quote, when it holds no escape.
+func plainString(data []byte, key string) (string, []byte, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(key))
+	if !ok {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", nil, false
+	}
+	return string(rest[:end]), rest[end+1:], true
+}
 
 // envelopeWith is an envelope whose payload is decoded into the value
 // Payload holds (a pointer to the type's payload), in the same pass.

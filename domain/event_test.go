@@ -237,3 +237,54 @@ func TestDecodeStoredAsMatchesDecodeStored(t *testing.T) {
 		}
 	}
 }
+
+// DecodeStoredHeader reads what DecodeStoredAs reads, but the payload: from
+// the envelope's start when it is laid out as Envelope writes it, else by
+// decoding; and it refuses what does not match the subject.
+func TestDecodeStoredHeaderIsDecodeStoredAsWithoutThePayload(t *testing.T) {
+	at := "2026-01-01T00:00:00.000Z"
+	deposit, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{PartnerID: "pt_a", ChurchID: "ch_1", Trace: "T-1", AccountRef: "acct", Amount: 100, BankTS: time.Now()}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := deposit.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"})
+	keyData, err := key.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, typ, data string
+		public, ok      bool
+	}{
+		{"as Envelope writes it", "deposit.received", string(data), true, true},
+		{"no church", "partner.key_revoked", string(keyData), false, true},
+		{"fields in another order", "partner.key_revoked", `{"event_type":"partner.key_revoked","event_id":"evt_x","church_id":null,"occurred_at":"` + at + `","payload":{"key_id":"k"}}`, false, true},
+		{"an escaped church", "deposit.received", `{"event_id":"evt_x","event_type":"deposit.received","occurred_at":"` + at + `","church_id":"ch_\u0031","payload":{}}`, true, true},
+		{"stored with another visibility", "deposit.received", string(data), false, false},
+		{"subject and envelope disagree", "partner.key_issued", string(keyData), false, false},
+		{"bad time", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked","occurred_at":"yesterday","church_id":null,"payload":{}}`, false, false},
+		{"not json", "partner.key_revoked", `{"event_id":"evt_x","event_type":"partner.key_revoked"`, false, false},
+		{"unknown type", "nope.nope", `{"event_id":"evt_x","event_type":"nope.nope","occurred_at":"` + at + `","church_id":null,"payload":{}}`, false, false},
+	} {
+		got, err := domain.DecodeStoredHeader("pt_a", "ag_1", c.typ, c.public, []byte(c.data))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok %v", c.name, err, c.ok)
+			continue
+		}
+		if !c.ok {
+			continue
+		}
+		want, err := domain.DecodeStoredAs("pt_a", "ag_1", c.typ, c.public, []byte(c.data))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want.Payload = nil
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded %+v, want %+v", c.name, got, want)
+		}
+	}
+}

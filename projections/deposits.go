@@ -55,14 +55,16 @@ func init() {
 		d.ChurchID, d.AccountRef, d.Amount, d.BankTS, d.Credited = ev.ChurchID, credit.AccountRef, credit.Amount, credit.BankTS, true
 		c.put(bucketDeposits, key, depositBytes(d))
 	})
+	// A deposit.received carrying its credit is applied from the credit
+	// alone (see decodeForApply: its public payload is not decoded).
 	counting("deposit.received", func(c *counters, ev domain.Event) {
-		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
 		if credit, ok := ev.Internal.(*domain.DepositCredited); ok {
-			c.put(bucketDeposits, key, depositBytes(domain.Deposit{
+			c.put(bucketDeposits, ev.PartnerID+"/"+credit.Trace, depositBytes(domain.Deposit{
 				ChurchID: ev.ChurchID, AccountRef: credit.AccountRef, Amount: credit.Amount, BankTS: credit.BankTS, Credited: true, Announced: true,
 			}))
 			return
 		}
+		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
 		d, err := readDeposit(c.get(bucketDeposits, key))
 		if err != nil {
 			// Never seen: this file wrote every record. Keep it, so the

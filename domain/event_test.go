@@ -199,15 +199,7 @@ func TestDecodeStoredAsMatchesDecodeStored(t *testing.T) {
 	enrollment := domain.NewEvent("pt_a", "en_1", "ch_1", time.Now(), &domain.EnrollmentCreated{
 		EnrollmentID: "en_1", DonorSessionID: "ds_1", Status: domain.EnrollmentPending, Mode: domain.ModeFixed, Value: 2550,
 	})
-	data, err := enrollment.Envelope()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"})
-	keyData, err := key.Envelope()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, keyData := mustEnvelope(t, enrollment), keyRevokedEnvelope(t)
 	for _, c := range []struct {
 		name, typ, data string
 		public          bool
@@ -247,15 +239,7 @@ func TestDecodeStoredHeaderIsDecodeStoredAsWithoutThePayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := deposit.Envelope()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"})
-	keyData, err := key.Envelope()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, keyData := mustEnvelope(t, *deposit), keyRevokedEnvelope(t)
 	for _, c := range []struct {
 		name, typ, data string
 		public, ok      bool
@@ -287,4 +271,18 @@ func TestDecodeStoredHeaderIsDecodeStoredAsWithoutThePayload(t *testing.T) {
 			t.Errorf("%s: decoded %+v, want %+v", c.name, got, want)
 		}
 	}
+}
+
+func mustEnvelope(t *testing.T, ev domain.Event) []byte {
+	t.Helper()
+	data, err := ev.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// keyRevokedEnvelope is an internal event's envelope, without a church.
+func keyRevokedEnvelope(t *testing.T) []byte {
+	return mustEnvelope(t, domain.NewEvent("pt_a", "pt_a", "", time.Now(), &domain.KeyRevoked{KeyID: "key_1"}))
 }

@@ -42,7 +42,7 @@ func (d *Dispatcher) runWorkers(ctx context.Context) {
 		// Most batches the projector applies touch no endpoint: only look at
 		// the endpoints when they changed, or on the tick, which also
 		// restarts a worker that stopped on its own.
-		if v, err := d.store.WebhookEndpointsChanged(); err != nil || v != seen || due {
+		if v, _, err := d.store.WebhookEndpointsChanged(); err != nil || v != seen || due {
 			seen = v
 			d.reconcile(ctx)
 		}

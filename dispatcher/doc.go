@@ -5,19 +5,19 @@
 // restart or moves to another instance:
 //
 //   - Endpoint table (endpoints.go): every instance keeps every endpoint in
-//     memory, loaded from the projections and then following the ledger
-//     itself, so neither the fan-out nor an attempt reads or decodes an
-//     endpoint from the projections file, and an endpoint's secret is opened
-//     once.
+//     memory, a copy of the projections' endpoints brought up to date after
+//     each batch they apply (read again only when an endpoint changed), so
+//     neither the fan-out nor an attempt reads or decodes an endpoint from
+//     the projections file per job, and an endpoint's secret is opened once.
 //   - Fan-out: a durable consumer on the ledger's public events, shared by all
-//     instances. For each batch it waits until the endpoint table has
-//     followed the ledger past it (so it knows every endpoint created or
-//     deleted before each event), finds the partner's endpoints subscribed to
-//     each event's type, and pushes one first attempt per endpoint to that
-//     endpoint's pusher in this instance, with the event's bytes in hand.
-//     It also waits for this instance's projections, so a partner reading
-//     the event (GET /v1/events/{id}) or its resource from this instance on
-//     receiving the webhook finds it. The ledger event is
+//     instances. For each batch it waits for this instance's projections, so
+//     a partner reading the event (GET /v1/events/{id}) or its resource from
+//     this instance on receiving the webhook finds it, and brings the
+//     endpoint table up to them (so it knows every endpoint created or
+//     deleted before each event); it finds the partner's endpoints
+//     subscribed to each event's type, and pushes one first attempt per
+//     endpoint to that endpoint's pusher in this instance, with the event's
+//     bytes in hand. The ledger event is
 //     acknowledged once all its jobs are settled; until then the consumer
 //     hands it out again after a crash (delivery is at least once).
 //   - Push (push.go): an endpoint's pusher runs --webhook-concurrency attempts

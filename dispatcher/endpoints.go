@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -20,18 +18,21 @@ import (
 // endpoint's address, state and opened secret, with no read of the
 // projections file, no decoding and no unsealing per job.
 //
-// It starts from the projections (endpoints and checkpoint read together)
-// and then follows the ledger itself, folding in each webhook_endpoint event
-// the way the read model does. seen is the ledger sequence it reflects: the
-// fan-out waits until seen reaches an event before it looks up the event's
-// endpoints, so an endpoint created just before an event gets it. Following
-// the ledger directly, rather than waiting for the projector, keeps a
-// delivery's first attempt off the projector's path (its decoding and its
-// synced commits): the table follows at the speed of a raw read.
+// It is a copy of the projections' endpoints as of seen, the ledger sequence
+// the projections had applied when it was last brought up to date (sync).
+// The fan-out waits for the projections to apply a batch's events anyway (so
+// that a partner who reads an event's resource here on receiving its webhook
+// finds it), so the table follows them instead of reading the ledger a
+// second time: after each batch the projector applies, one read of two
+// sequences says whether an endpoint changed since seen, and only then is the
+// set read again. An endpoint created just before an event is in the table
+// once it reaches the event.
 type endpoints struct {
+	// syncMu lets one sync read the projections at a time.
+	syncMu    sync.Mutex
 	mu        sync.RWMutex
 	seen      uint64
-	changed   chan struct{}
+	loaded    bool
 	byID      map[string]projections.WebhookEndpoint
 	byPartner map[string][]projections.WebhookEndpoint
 	// signers holds a signer by endpoint id, its secret opened once; an
@@ -45,129 +46,82 @@ type endpoints struct {
 
 func newEndpoints() *endpoints {
 	return &endpoints{
-		changed: make(chan struct{}), byID: map[string]projections.WebhookEndpoint{},
-		byPartner: map[string][]projections.WebhookEndpoint{}, signers: map[string]domain.WebhookSigner{}, okAt: map[string]*atomic.Int64{},
+		byID: map[string]projections.WebhookEndpoint{}, byPartner: map[string][]projections.WebhookEndpoint{},
+		signers: map[string]domain.WebhookSigner{}, okAt: map[string]*atomic.Int64{},
 	}
 }
 
-// endpointsBatch bounds the ledger records the table folds in at once.
-const endpointsBatch = 1000
-
-// runEndpoints loads the table and keeps it following the ledger until ctx
-// ends, starting again from the projections after an error.
+// runEndpoints keeps the table up to date with the projections until ctx
+// ends, whether or not the fan-out has events to wait for them: the queue's
+// workers read an endpoint's state from it too.
 func (d *Dispatcher) runEndpoints(ctx context.Context) {
 	for ctx.Err() == nil {
-		if err := d.followEndpoints(ctx); err != nil && ctx.Err() == nil {
-			d.log.Error().Err(err).Msg("webhook endpoint table stopped; restarting")
+		changed := d.store.Changed()
+		if err := d.endpoints.sync(d.store); err != nil {
+			d.log.Error().Err(err).Msg("webhook endpoint table not brought up to date; trying again")
 			pause(ctx, time.Second)
-		}
-	}
-}
-
-func (d *Dispatcher) followEndpoints(ctx context.Context) error {
-	t := d.endpoints
-	t.mu.RLock()
-	from := t.seen
-	t.mu.RUnlock()
-	if from == 0 {
-		all, applied, err := d.store.AllWebhookEndpointsAt()
-		if err != nil {
-			return fmt.Errorf("endpoint table: %w", err)
-		}
-		t.load(all, applied)
-		from = applied
-	}
-	return d.ledger.Follow(ctx, from+1, endpointsBatch, func(recs []eventlog.Record) error {
-		return t.fold(recs)
-	})
-}
-
-// load replaces the table with endpoints as of ledger sequence at.
-func (t *endpoints) load(all []projections.WebhookEndpoint, at uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.byID = make(map[string]projections.WebhookEndpoint, len(all))
-	for _, ep := range all {
-		t.byID[ep.ID] = ep
-	}
-	t.byPartner = map[string][]projections.WebhookEndpoint{}
-	for _, ep := range all {
-		t.index(ep.PartnerID)
-	}
-	t.advance(at)
-}
-
-// fold applies a batch of ledger records, in order, and moves seen past
-// them. Records it already reflects are skipped.
-func (t *endpoints) fold(recs []eventlog.Record) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, rec := range recs {
-		if rec.Seq <= t.seen || !strings.HasPrefix(rec.Type, "webhook_endpoint.") {
 			continue
-		}
-		ev, err := rec.Event()
-		if err != nil {
-			return fmt.Errorf("endpoint table: %w", err)
-		}
-		if projections.ApplyWebhookEndpointEvent(t.byID, rec, ev) {
-			if ev.Type == "webhook_endpoint.deleted" {
-				delete(t.signers, ev.AggregateID)
-				delete(t.okAt, ev.AggregateID)
-			}
-			t.index(rec.Partner)
-		}
-	}
-	t.advance(recs[len(recs)-1].Seq)
-	return nil
-}
-
-// index rebuilds one partner's list, in creation order. Endpoint events are
-// rare; the list is replaced, never changed in place, so readers keep
-// theirs without a lock.
-func (t *endpoints) index(partner string) {
-	var list []projections.WebhookEndpoint
-	for _, ep := range t.byID {
-		if ep.PartnerID == partner {
-			list = append(list, ep)
-		}
-	}
-	slices.SortFunc(list, func(a, b projections.WebhookEndpoint) int { return cmp.Compare(a.Seq, b.Seq) })
-	if len(list) == 0 {
-		delete(t.byPartner, partner)
-		return
-	}
-	t.byPartner[partner] = list
-}
-
-func (t *endpoints) advance(seq uint64) {
-	if seq <= t.seen {
-		return
-	}
-	t.seen = seq
-	close(t.changed)
-	t.changed = make(chan struct{})
-}
-
-// waitFor blocks until the table reflects the ledger up to seq.
-func (t *endpoints) waitFor(ctx context.Context, seq uint64) error {
-	for {
-		t.mu.RLock()
-		seen, changed := t.seen, t.changed
-		t.mu.RUnlock()
-		if seen >= seq {
-			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("endpoint table: waiting for sequence %d (at %d): %w", seq, seen, ctx.Err())
 		case <-changed:
 		}
 	}
 }
 
+// sync brings the table up to the sequence the projections have applied,
+// reading the endpoints again only when one changed since the table's copy.
+func (t *endpoints) sync(store *projections.Store) error {
+	t.syncMu.Lock()
+	defer t.syncMu.Unlock()
+	changed, applied, err := store.WebhookEndpointsChanged()
+	if err != nil {
+		return fmt.Errorf("endpoint table: %w", err)
+	}
+	t.mu.Lock()
+	if t.loaded && changed <= t.seen {
+		t.seen = max(t.seen, applied)
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.Unlock()
+	all, at, err := store.AllWebhookEndpointsAt()
+	if err != nil {
+		return fmt.Errorf("endpoint table: %w", err)
+	}
+	t.load(all, at)
+	return nil
+}
+
+// load replaces the table with endpoints as of ledger sequence at, keeping
+// the signers and last successes of the endpoints that remain.
+func (t *endpoints) load(all []projections.WebhookEndpoint, at uint64) {
+	byID := make(map[string]projections.WebhookEndpoint, len(all))
+	byPartner := map[string][]projections.WebhookEndpoint{}
+	for _, ep := range all {
+		byID[ep.ID] = ep
+		byPartner[ep.PartnerID] = append(byPartner[ep.PartnerID], ep)
+	}
+	for _, list := range byPartner {
+		slices.SortFunc(list, func(a, b projections.WebhookEndpoint) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byID, t.byPartner, t.seen, t.loaded = byID, byPartner, at, true
+	for id := range t.signers {
+		if _, ok := byID[id]; !ok {
+			delete(t.signers, id)
+		}
+	}
+	for id := range t.okAt {
+		if _, ok := byID[id]; !ok {
+			delete(t.okAt, id)
+		}
+	}
+}
+
 // ofPartner returns the partner's endpoints in creation order. The slice is
-// shared: read it, never change it.
+// replaced, never changed in place: read it, never change it.
 func (t *endpoints) ofPartner(partner string) []projections.WebhookEndpoint {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

@@ -1,7 +1,7 @@
 package dispatcher
 
 import (
-	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,44 +31,49 @@ func ids(eps []projections.WebhookEndpoint) []string {
 	return out
 }
 
-func TestEndpointTableFollowsTheLedger(t *testing.T) {
+func TestEndpointTableFollowsTheProjections(t *testing.T) {
 	tb := newEndpoints()
-	loaded := projections.WebhookEndpoint{Seq: 3}
-	loaded.ID, loaded.PartnerID, loaded.EventTypes = "we_old", "pt_a", []string{"*"}
-	tb.load([]projections.WebhookEndpoint{loaded}, 5)
-
-	// The fan-out waits until the table has followed past its batch.
-	waited := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		waited <- tb.waitFor(ctx, 9)
-	}()
-	select {
-	case err := <-waited:
-		t.Fatalf("waitFor(9) returned %v at sequence 5", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	created := &domain.WebhookEndpointCreated{URL: "https://example.com/h", EventTypes: []string{"deposit.received"}}
-	err := tb.fold([]eventlog.Record{
-		rec(t, 4, "pt_a", "we_stale", created), // already reflected: skipped
-		rec(t, 6, "pt_a", "we_new", created),
-		rec(t, 7, "pt_b", "we_b", created),
-		rec(t, 8, "pt_a", "we_old", &domain.WebhookEndpointPaused{}),
-		rec(t, 9, "pt_b", "we_b", &domain.WebhookEndpointDeleted{}),
-	})
+	store, err := projections.Open(filepath.Join(t.TempDir(), "projections.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-waited; err != nil {
-		t.Fatalf("waitFor(9) after the fold: %v", err)
+	defer store.Close()
+	apply := func(recs ...eventlog.Record) {
+		t.Helper()
+		if err := store.Apply(recs); err != nil {
+			t.Fatal(err)
+		}
 	}
+	sync := func(want uint64) {
+		t.Helper()
+		if err := tb.sync(store); err != nil {
+			t.Fatal(err)
+		}
+		if tb.seen != want {
+			t.Fatalf("the table reflects sequence %d, want %d", tb.seen, want)
+		}
+	}
+	created := &domain.WebhookEndpointCreated{URL: "https://example.com/h", EventTypes: []string{"deposit.received"}}
+	apply(rec(t, 1, "pt_a", "we_old", created))
+	sync(1)
+	tb.keepSigner("we_old", domain.NewWebhookSigner("whsec_x"))
+
+	apply(
+		rec(t, 2, "pt_a", "we_new", created),
+		rec(t, 3, "pt_b", "we_b", created),
+		rec(t, 4, "pt_a", "we_old", &domain.WebhookEndpointPaused{}),
+		rec(t, 5, "pt_b", "we_b", &domain.WebhookEndpointDeleted{}),
+	)
+	if s := ids(tb.ofPartner("pt_a")); len(s) != 1 {
+		t.Fatalf("pt_a's endpoints %v before the table is brought up to date, want [we_old]", s)
+	}
+	sync(5)
 	got := tb.ofPartner("pt_a")
 	if s := ids(got); len(s) != 2 || s[0] != "we_old" || s[1] != "we_new" {
 		t.Fatalf("pt_a's endpoints %v, want [we_old we_new] in creation order", s)
 	}
-	if got[0].Enabled() || !got[1].Enabled() || got[1].Seq != 6 || got[1].URL != "https://example.com/h" {
-		t.Fatalf("pt_a's endpoints %+v: want we_old paused, we_new enabled at seq 6 with its URL", got)
+	if got[0].Enabled() || !got[1].Enabled() || got[1].Seq != 2 || got[1].URL != "https://example.com/h" {
+		t.Fatalf("pt_a's endpoints %+v: want we_old paused, we_new enabled at seq 2 with its URL", got)
 	}
 	if s := tb.ofPartner("pt_b"); len(s) != 0 {
 		t.Fatalf("pt_b's deleted endpoint still listed: %v", ids(s))
@@ -76,16 +81,26 @@ func TestEndpointTableFollowsTheLedger(t *testing.T) {
 	if _, _, _, ok := tb.get("pt_b", "we_new"); ok {
 		t.Fatal("an endpoint was found under another partner")
 	}
-	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_x"))
-	if _, _, signed, ok := tb.get("pt_a", "we_new"); !ok || !signed {
-		t.Fatalf("we_new: ok %v, signer kept %v", ok, signed)
+	if _, _, signed, ok := tb.get("pt_a", "we_old"); !ok || !signed {
+		t.Fatalf("we_old after a reload: ok %v, signer kept %v", ok, signed)
 	}
-	if err := tb.fold([]eventlog.Record{rec(t, 10, "pt_a", "we_new", &domain.WebhookEndpointDeleted{})}); err != nil {
-		t.Fatal(err)
+
+	// An event about no endpoint moves the table on without changing it.
+	apply(rec(t, 6, "pt_a", "pt_a", &domain.PartnerCreated{Name: "A"}))
+	sync(6)
+	if s := ids(tb.ofPartner("pt_a")); len(s) != 2 {
+		t.Fatalf("pt_a's endpoints %v after an unrelated event", s)
 	}
-	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_x"))
+
+	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_y"))
+	apply(rec(t, 7, "pt_a", "we_new", &domain.WebhookEndpointDeleted{}))
+	sync(7)
 	if _, _, signed, ok := tb.get("pt_a", "we_new"); ok || signed {
 		t.Fatalf("deleted we_new: found %v, signer kept %v", ok, signed)
+	}
+	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_y"))
+	if _, ok := tb.signers["we_new"]; ok {
+		t.Fatal("a deleted endpoint's signer was kept")
 	}
 }
 

@@ -30,9 +30,8 @@ type job struct {
 const (
 	// fanOutBatch bounds how many ledger events one round fans out.
 	fanOutBatch = 256
-	// readyWait bounds how long the fan-out waits for the endpoint table
-	// and the projections to reach an event before it lets the event be
-	// redelivered.
+	// readyWait bounds how long the fan-out waits for the projections to
+	// reach an event before it lets the event be redelivered.
 	readyWait = 30 * time.Second
 	// enqueueWait bounds the wait for the queue to store a round's jobs.
 	enqueueWait = 10 * time.Second
@@ -64,25 +63,25 @@ func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
 const retryFanOut = time.Second
 
 // fanOutRound turns a batch of events into first attempts. It first waits
-// until the endpoint table has followed the ledger past the batch, so it
-// knows every endpoint created or deleted before each event (no lookup in
-// the ledger, no read of the projections), and until this instance's
-// projections have applied it, so a partner who reads the event or its
-// resource here on receiving the webhook finds it. Then it pushes each job
+// until this instance's projections have applied the batch, so a partner who
+// reads the event or its resource here on receiving the webhook finds it,
+// and brings the endpoint table up to them, so it knows every endpoint
+// created or deleted before each event (no lookup in the ledger, no read of
+// the projections per event). Then it pushes each job
 // to its endpoint's pusher, or spills it to the delivery queue when the
 // pusher is full. It never waits for an attempt: each event is acknowledged
 // by its settlement once all its jobs are settled.
 func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
 	seq := batch[len(batch)-1].Record.Seq
 	wctx, cancel := context.WithTimeout(ctx, readyWait)
-	err := d.endpoints.waitFor(wctx, seq)
-	if err == nil {
-		err = d.store.WaitFor(wctx, seq)
-	}
+	err := d.store.WaitFor(wctx, seq)
 	cancel()
+	if err == nil {
+		err = d.endpoints.sync(d.store)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Error().Err(err).Msg("webhook fan-out: the endpoint table or the projections lag; will retry")
+			d.log.Error().Err(err).Msg("webhook fan-out: the projections lag or the endpoint table is unreadable; will retry")
 		}
 		for _, m := range batch {
 			m.Retry(retryFanOut)

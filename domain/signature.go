@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,7 +48,11 @@ const (
 // own secret.
 func Sign(secret []byte, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+	return serviceSignature(ts, mac(secret, ts, body))
+}
+
+func serviceSignature(ts string, sum []byte) string {
+	return "t=" + ts + ",v1=" + hex.EncodeToString(sum)
 }
 
 // WebhookHeaders returns the signature headers of one delivery attempt of
@@ -62,24 +67,63 @@ func WebhookHeaders(secret, id string, attempt int, t time.Time, body []byte) ma
 }
 
 // WebhookSigner makes WebhookHeaders with one secret, its keys derived
-// once: for a sender that signs many deliveries to one endpoint.
+// and made ready once: for a sender that signs many deliveries to one
+// endpoint. It is safe for concurrent use.
 type WebhookSigner struct {
-	secret, standard []byte
+	secret, standard macKey
 }
 
 // NewWebhookSigner derives the keys of secret.
 func NewWebhookSigner(secret string) WebhookSigner {
-	return WebhookSigner{secret: []byte(secret), standard: StandardKey(secret)}
+	return WebhookSigner{secret: readyMACKey([]byte(secret)), standard: readyMACKey(StandardKey(secret))}
 }
 
 // Headers hands set, one by one, the headers WebhookHeaders returns.
 func (s WebhookSigner) Headers(id string, attempt int, t time.Time, body []byte, set func(k, v string)) {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	set(WebhookSignatureHeader, Sign(s.secret, t, body))
+	set(WebhookSignatureHeader, serviceSignature(ts, s.secret.sum(ts, body)))
 	set(StandardIDHeader, id)
 	set(StandardTimestampHeader, ts)
-	set(StandardSignatureHeader, signStandard(s.standard, id, ts, body))
+	set(StandardSignatureHeader, standardSignature(s.standard.sum(id+"."+ts, body)))
 	set(WebhookAttemptHeader, strconv.Itoa(attempt))
+}
+
+// macKey is an HMAC-SHA256 key. A ready one holds the hash state of its
+// padded key, computed once, and each signature starts from a copy of it:
+// a delivery's two signatures no longer set up two HMACs from their keys
+// (four hash blocks and five allocations), which was a tenth of a burst's
+// delivery cost outside HTTP.
+type macKey struct {
+	key []byte
+	// ready is the keyed state, nil when the hash cannot be copied (then
+	// each signature starts from the key).
+	ready hash.Cloner
+}
+
+func readyMACKey(key []byte) macKey {
+	m := hmac.New(sha256.New, key)
+	// crypto/hmac keeps the padded key's state once reset (FIPS 198-1
+	// allows precomputing it).
+	m.Reset()
+	ready, _ := m.(hash.Cloner)
+	return macKey{key: key, ready: ready}
+}
+
+// sum returns the HMAC of "<prefix>.<body>".
+func (k macKey) sum(prefix string, body []byte) []byte {
+	var m hash.Hash
+	if k.ready != nil {
+		if c, err := k.ready.Clone(); err == nil {
+			m = c
+		}
+	}
+	if m == nil {
+		m = hmac.New(sha256.New, k.key)
+	}
+	m.Write([]byte(prefix))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
 }
 
 // SignStandard returns the Standard Webhooks signature of body:
@@ -90,14 +134,10 @@ func SignStandard(secret, id string, t time.Time, body []byte) string {
 }
 
 func signStandard(key []byte, id, ts string, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id))
-	m.Write([]byte{'.'})
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	return standardSignature(macKey{key: key}.sum(id+"."+ts, body))
 }
+
+func standardSignature(sum []byte) string { return "v1," + base64.StdEncoding.EncodeToString(sum) }
 
 // StandardKey is the HMAC key the Standard Webhooks scheme derives from a
 // secret: the base64 decoding of what follows "whsec_". Secrets issued
@@ -146,10 +186,4 @@ func VerifySignature(header string, secret, body []byte, now time.Time) error {
 	return nil
 }
 
-func mac(secret []byte, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
-}
+func mac(secret []byte, ts string, body []byte) []byte { return macKey{key: secret}.sum(ts, body) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,11 +47,32 @@ func TestSignStandardKnownVector(t *testing.T) {
 	// The Standard Webhooks specification's example: its secret, message id,
 	// timestamp and payload, and the signature it publishes.
 	got := domain.SignStandard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
-	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+	want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	if got != want {
 		t.Fatalf("SignStandard = %s, want %s", got, want)
 	}
 	h := domain.WebhookHeaders("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "evt_1", 3, time.Unix(1614265330, 0), []byte(`{}`))
 	if h["webhook-id"] != "evt_1" || h["webhook-timestamp"] != "1614265330" || h["Service-Webhook-Attempt"] != "3" || !strings.HasPrefix(h["Service-Signature"], "t=1614265330,v1=") {
 		t.Fatalf("headers: %v", h)
 	}
+	// A signer's keys are made ready once and each signature starts from a
+	// copy of their state: every signature, the first and the later ones
+	// and those made at once, is the specification's and Sign's.
+	sign := domain.NewWebhookSigner("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	body := []byte(`{"test": 2432232314}`)
+	at := time.Unix(1614265330, 0)
+	service := domain.Sign([]byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), at, body)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 3 {
+				got := map[string]string{}
+				sign.Headers("msg_p5jXN8AQM9LWM0D4loKWxJek", 1, at, body, func(k, v string) { got[k] = v })
+				if got["webhook-signature"] != want || got["Service-Signature"] != service {
+					t.Errorf("signer's headers %v, want webhook-signature %s and Service-Signature %s", got, want, service)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,4 +16,12 @@ func (l *Ledger) JetStreamForTest() jetstream.JetStream { return l.js }
 func (l *Ledger) DirectLastForTest(ctx context.Context, stream, subject string) (int, error) {
 	msgs, _, err := l.directMsgs(ctx, stream, directGetRequest{LastFor: subject})
 	return len(msgs), err
+}
+
+// SetGatherWaitForTest sets how long Follow waits for the rest of a backlog,
+// until the returned function restores it.
+func SetGatherWaitForTest(d time.Duration) (restore func()) {
+	old := gatherWait
+	gatherWait = d
+	return func() { gatherWait = old }
 }

@@ -109,17 +109,19 @@ func (s *Store) WebhookEndpoints(partner string, after []byte, limit int) (out [
 	return out, last, more, err
 }
 
-// WebhookEndpointsChanged is the sequence of the last endpoint creation or
-// deletion applied, so a reader can tell cheaply whether the set changed.
-func (s *Store) WebhookEndpointsChanged() (uint64, error) {
-	var seq uint64
-	err := s.view(func(tx *bolt.Tx) error {
+// WebhookEndpointsChanged is the sequence of the last endpoint creation,
+// deletion, disabling or enabling applied, and the sequence of the last
+// event applied, read together, so a reader can tell cheaply whether the
+// set changed and up to where it did not.
+func (s *Store) WebhookEndpointsChanged() (changed, applied uint64, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keyEndpointsChanged); len(v) == 8 {
-			seq = binary.BigEndian.Uint64(v)
+			changed = binary.BigEndian.Uint64(v)
 		}
+		applied = readApplied(tx)
 		return nil
 	})
-	return seq, err
+	return changed, applied, err
 }
 
 // AllWebhookEndpoints lists every existing endpoint of every partner, for the
@@ -130,8 +132,8 @@ func (s *Store) AllWebhookEndpoints() ([]WebhookEndpoint, error) {
 }
 
 // AllWebhookEndpointsAt is AllWebhookEndpoints with the sequence of the last
-// event applied, read together: the dispatcher keeps its own table of
-// endpoints from there on by following the ledger.
+// event applied, read together: the dispatcher's table of endpoints is a
+// copy of the set as of that sequence.
 func (s *Store) AllWebhookEndpointsAt() (out []WebhookEndpoint, applied uint64, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		applied = readApplied(tx)
@@ -145,30 +147,6 @@ func (s *Store) AllWebhookEndpointsAt() (out []WebhookEndpoint, applied uint64, 
 		})
 	})
 	return out, applied, err
-}
-
-// ApplyWebhookEndpointEvent folds one webhook_endpoint event into a table of
-// endpoints by id, as the read model does: created adds the endpoint (with
-// its sequence), deleted removes it, the others change it in place. It
-// reports whether the event was one of those.
-func ApplyWebhookEndpointEvent(table map[string]WebhookEndpoint, rec eventlog.Record, ev domain.Event) bool {
-	switch ev.Type {
-	case "webhook_endpoint.created":
-		var ep WebhookEndpoint
-		ep.Apply(ev)
-		ep.Seq = rec.Seq
-		table[ep.ID] = ep
-	case "webhook_endpoint.deleted":
-		delete(table, ev.AggregateID)
-	case "webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled":
-		if ep, ok := table[ev.AggregateID]; ok {
-			ep.Apply(ev)
-			table[ev.AggregateID] = ep
-		}
-	default:
-		return false
-	}
-	return true
 }
 
 func endpointKey(partner, id string) []byte { return []byte(partner + "/" + id) }

@@ -1,0 +1,69 @@
+package eventlog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
+)
+
+// A follower catching up gets the backlog in full batches (the projector
+// commits one transaction per batch), and the newest record is handed over
+// at once, not held back for more.
+func TestFollowHandsABacklogInFullBatches(t *testing.T) {
+	// Long enough that a batch cut short by the wait, or a newest record
+	// held for it, fails the test instead of passing slowly.
+	defer eventlog.SetGatherWaitForTest(time.Minute)()
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+	var evs []domain.Event
+	for range 499 {
+		key := domain.GenerateKey(domain.Sandbox)
+		evs = append(evs, domain.NewEvent(pt, pt, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash}))
+	}
+	if _, err := l.Fill(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	done := errors.New("done")
+	var sizes []int
+	total := 0
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := l.Follow(fctx, 1, 100, func(recs []eventlog.Record) error {
+		sizes = append(sizes, len(recs))
+		if total += len(recs); total == 500 {
+			return done
+		}
+		return nil
+	})
+	if !errors.Is(err, done) {
+		t.Fatalf("follow: %v after batches %v", err, sizes)
+	}
+	for _, n := range sizes {
+		if n != 100 {
+			t.Fatalf("batches %v: want five of 100", sizes)
+		}
+	}
+
+	got := make(chan uint64, 1)
+	go func() {
+		_ = l.Follow(fctx, 501, 100, func(recs []eventlog.Record) error {
+			got <- recs[len(recs)-1].Seq
+			return done
+		})
+	}()
+	createPartner(t, l, "Beta") // sequence 501
+	select {
+	case seq := <-got:
+		if seq != 501 {
+			t.Fatalf("the follower got sequence %d, want 501", seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the newest record was held back waiting for more")
+	}
+}

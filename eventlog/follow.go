@@ -105,6 +105,16 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 // at most max, until ctx ends or the reader fails. A message that is not a
 // ledger record is reported and dropped.
 func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Delivery)) error {
+	// A missing heartbeat is not a failure to stop on for a durable shared
+	// reader: the iterator then drops what it counted as asked for and asks
+	// again (the consumer is replicated and outlives a server), which is
+	// what a restart would do, without the restart's pause and the
+	// redelivery of what was handed out. Heartbeats went missing while
+	// handle kept the iterator waiting under load: the fan-out, waiting for
+	// a projector catching up on a million events, stopped and restarted
+	// again and again. (An ordered consumer, which Follow uses, is
+	// ephemeral: there a missing heartbeat is how the client learns to
+	// make it again.)
 	return consumeBatches(ctx, r.cons, max, 0, func(batch []jetstream.Msg) error {
 		out := make([]Delivery, 0, len(batch))
 		for _, m := range batch {
@@ -120,7 +130,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 			handle(out)
 		}
 		return nil
-	})
+	}, jetstream.WithMessagesErrOnMissingHeartbeat(false))
 }
 
 // gatherWait bounds how long Follow waits for the rest of a backlog before
@@ -138,8 +148,8 @@ var gatherWait = 5 * time.Millisecond
 // server says it still holds past the last one taken (nextBatch). It
 // returns when ctx ends (with ctx's error), when the consumer fails, or
 // when handle returns an error.
-func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, handle func([]jetstream.Msg) error) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(max))
+func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
+	it, err := cons.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max)}, opts...)...)
 	if err != nil {
 		return natsErr("consume", err)
 	}

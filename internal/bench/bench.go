@@ -111,6 +111,10 @@ type Workload struct {
 	// SyncedWrites is the synced writes stored per request, counted from
 	// the streams' sequences.
 	SyncedWrites float64 `json:"synced_writes_per_request"`
+	// CPUMicros is the process's CPU time (user and system, getrusage) per
+	// request over the phase: the service, its NATS server and the clients,
+	// which share the process. Steadier than the rate on a busy machine.
+	CPUMicros float64 `json:"cpu_us_per_request"`
 	// Ratio is Rate over the limit's rate.
 	Ratio float64 `json:"ratio"`
 	// P99Ratio is P99 over the limit's p99.

@@ -70,7 +70,9 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			if err != nil {
 				return err
 			}
+			cpu := processCPU()
 			m := drive(ctx, client, svc.base, tenants[:keys], r.opts.Clients, r.opts.Duration, wl.req, seq)
+			used := processCPU() - cpu
 			after, err := svc.st.Ledger.SyncedWrites(ctx)
 			if err != nil {
 				return err
@@ -78,8 +80,9 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			w := Workload{Name: wl.name, Clients: r.opts.Clients, Keys: keys, Measure: m}
 			if m.Requests > 0 {
 				w.SyncedWrites = float64(after-before) / float64(m.Requests)
+				w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)
 			}
-			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, m.Errors)
+			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %.0f µs CPU/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, w.CPUMicros, m.Errors)
 			r.Service = append(r.Service, w)
 		}
 	}

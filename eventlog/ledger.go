@@ -75,6 +75,8 @@ type Ledger struct {
 	turns turns
 	// commit publishes appends, gathering them into batches under load.
 	commit *groupCommit
+	// lastSeqs shares the stream info requests of concurrent LastSeq calls.
+	lastSeqs lastSeqs
 }
 
 // MaxEventSize bounds one stored event. An import of 1000 churches, the
@@ -312,15 +314,6 @@ func redactOne(s string) string {
 		user = name + ":xxxxx"
 	}
 	return s[:start] + user + s[at:]
-}
-
-// LastSeq is the stream's last sequence: the position of the newest event.
-func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
-	info, err := l.stream.Info(ctx)
-	if err != nil {
-		return 0, natsErr("ledger last sequence", err)
-	}
-	return info.State.LastSeq, nil
 }
 
 // Ping checks that the ledger answers.

@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write heap profiles at each ledger size to this path, suffixed with the size: the bench's process's, and serve's own (.serve.<size>)")
 	fs.IntVar(&o.Burst, "burst", 5000, "read side: webhook deliveries the dispatch burst measures")
 	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size")
+	fs.Float64Var(&o.WriteRate, "write-rate", 0, "write side: pace the clients to this many requests a second in all, to compare builds by CPU per request at one load (default: each client sends as soon as answered)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err

@@ -68,6 +68,13 @@ type Options struct {
 	// cost per delivery can be read apart from the rest of the run; and
 	// one of the bare loop it is compared with (suffixed .bare).
 	BurstProfile string
+	// WriteRate, when positive, paces the write path's clients to this
+	// many requests a second in all (instead of each sending its next
+	// request as soon as the last is answered), so that two builds can be
+	// compared by CPU per request at the same load: unpaced, the rate
+	// follows the machine's other load, and CPU per request falls as the
+	// rate rises (larger batches everywhere).
+	WriteRate float64
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }
@@ -111,6 +118,10 @@ type Workload struct {
 	// SyncedWrites is the synced writes stored per request, counted from
 	// the streams' sequences.
 	SyncedWrites float64 `json:"synced_writes_per_request"`
+	// CPUMicros is the process's CPU time (user and system, getrusage) per
+	// request over the phase: the service, its NATS server and the clients,
+	// which share the process. Steadier than the rate on a busy machine.
+	CPUMicros float64 `json:"cpu_us_per_request"`
 	// Ratio is Rate over the limit's rate.
 	Ratio float64 `json:"ratio"`
 	// P99Ratio is P99 over the limit's p99.

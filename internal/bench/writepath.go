@@ -70,7 +70,9 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			if err != nil {
 				return err
 			}
-			m := drive(ctx, client, svc.base, tenants[:keys], r.opts.Clients, r.opts.Duration, wl.req, seq)
+			cpu := processCPU()
+			m := drive(ctx, client, svc.base, tenants[:keys], r.opts.Clients, r.opts.Duration, r.opts.WriteRate, wl.req, seq)
+			used := processCPU() - cpu
 			after, err := svc.st.Ledger.SyncedWrites(ctx)
 			if err != nil {
 				return err
@@ -78,8 +80,9 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			w := Workload{Name: wl.name, Clients: r.opts.Clients, Keys: keys, Measure: m}
 			if m.Requests > 0 {
 				w.SyncedWrites = float64(after-before) / float64(m.Requests)
+				w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)
 			}
-			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, m.Errors)
+			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %.0f µs CPU/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, w.CPUMicros, m.Errors)
 			r.Service = append(r.Service, w)
 		}
 	}
@@ -124,8 +127,10 @@ func (s *service) tenants(ctx context.Context, n int) ([]tenant, error) {
 }
 
 // drive runs clients concurrent loops of requests for d, client i using
-// tenant i mod len(tenants), and measures them.
-func drive(ctx context.Context, client *http.Client, base string, tenants []tenant, clients int, d time.Duration, req request, seq *atomic.Int64) Measure {
+// tenant i mod len(tenants), and measures them. With a positive rate the
+// clients together send at most rate requests a second, each paced on its
+// own (a client that falls behind does not burst to catch up).
+func drive(ctx context.Context, client *http.Client, base string, tenants []tenant, clients int, d time.Duration, rate float64, req request, seq *atomic.Int64) Measure {
 	var (
 		mu     sync.Mutex
 		lats   []time.Duration
@@ -143,7 +148,18 @@ func drive(ctx context.Context, client *http.Client, base string, tenants []tena
 			var mine []time.Duration
 			bad := 0
 			var badBody string
+			var interval time.Duration
+			if rate > 0 {
+				interval = time.Duration(float64(clients) / rate * float64(time.Second))
+			}
+			next := time.Now()
 			for time.Now().Before(end) && ctx.Err() == nil {
+				if interval > 0 {
+					if wait := time.Until(next); wait > 0 {
+						time.Sleep(wait)
+					}
+					next = later(next.Add(interval), time.Now())
+				}
 				path, body := req(t, int(seq.Add(1)))
 				at := time.Now()
 				status, resp, err := post(ctx, client, base, t.key, path, body)
@@ -166,6 +182,14 @@ func drive(ctx context.Context, client *http.Client, base string, tenants []tena
 	}
 	wg.Wait()
 	return latencies(lats, time.Since(start), Measure{Errors: errs, FirstError: firstE})
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // post sends one partner request with a fresh Idempotency-Key.

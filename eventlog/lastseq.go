@@ -1,0 +1,111 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/domain"
+)
+
+// Every claimed request asks for the ledger's last sequence before it runs
+// (the recall catches the projections up to it), so under load the stream
+// info requests are a steady share of the server's and the client's work.
+// lastSeqs shares them: a caller joins the next request to be sent, never
+// one already on its way, so every answer it gets was read after it asked,
+// as its own request's would be; while one request is out, the callers
+// arriving meanwhile gather for the next.
+type lastSeqs struct {
+	mu sync.Mutex
+	// next is the request the callers arriving now wait for; sending says
+	// whether a sender is running (it sends next once the current is in).
+	next    *lastSeqCall
+	sending bool
+}
+
+type lastSeqCall struct {
+	done chan struct{}
+	seq  uint64
+	err  error
+}
+
+// lastSeqTimeout bounds one shared request; a caller's own context may end
+// its wait sooner.
+const lastSeqTimeout = 10 * time.Second
+
+// LastSeq is the stream's last sequence: the position of the newest event,
+// read after the call began.
+func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, natsErr("ledger last sequence", err)
+	}
+	q := &l.lastSeqs
+	q.mu.Lock()
+	if q.next == nil {
+		q.next = &lastSeqCall{done: make(chan struct{})}
+	}
+	c := q.next
+	if !q.sending {
+		q.sending = true
+		go l.sendLastSeqs()
+	}
+	q.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.seq, c.err
+	case <-ctx.Done():
+		return 0, natsErr("ledger last sequence", ctx.Err())
+	}
+}
+
+// sendLastSeqs sends the waiting request, then the one gathered
+// meanwhile, until none waits.
+func (l *Ledger) sendLastSeqs() {
+	q := &l.lastSeqs
+	for {
+		q.mu.Lock()
+		c := q.next
+		q.next = nil
+		if c == nil {
+			q.sending = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		c.seq, c.err = l.streamLastSeq()
+		close(c.done)
+	}
+}
+
+// streamLastSeq asks the server for the stream's info and reads only its
+// last sequence (the client library's Info decodes the whole configuration
+// too).
+func (l *Ledger) streamLastSeq() (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), lastSeqTimeout)
+	defer cancel()
+	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+l.name, nil)
+	if err != nil {
+		return 0, natsErr("ledger last sequence", err)
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		State struct {
+			LastSeq uint64 `json:"last_seq"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("ledger last sequence: %w", err)
+	}
+	if resp.Error != nil && resp.Error.Code == 503 {
+		// No leader for the moment (an election under way).
+		return 0, fmt.Errorf("ledger last sequence: %w: %w", domain.ErrUnavailable, resp.Error)
+	}
+	if resp.Error != nil {
+		return 0, fmt.Errorf("ledger last sequence: %w", resp.Error)
+	}
+	return resp.State.LastSeq, nil
+}

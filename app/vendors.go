@@ -168,20 +168,40 @@ func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID
 // time; each decides from the deposit's state in the projections, once
 // they hold the book's newest event, so a repeated trace never credits
 // twice, however many deliveries of it arrive at once or wherever.
+//
+// A deposit an earlier build credited and never announced (it recorded the
+// two apart, under the vendor event's ids ":0" and ":1", and could stop
+// between them) is announced by a second command under ":1", as that build
+// would have: under ":0" a retry inside the dedup window would meet the
+// earlier credit's id and store nothing.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
 	c, err := s.parseCredit(d)
 	if err != nil {
 		return false, err
 	}
-	return s.runVendor(ctx, eventlog.Command{
+	reconcile := func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
+		dep, err := s.deposit(ctx, c.PartnerID, c.Trace, h.Last)
+		if err != nil {
+			return nil, err
+		}
+		return domain.ReconcileCredit(dep, c, s.Now())
+	}
+	unannounced := false
+	credited, err := s.runVendor(ctx, eventlog.Command{
 		Partner: c.PartnerID, Aggregate: domain.DepositBook, LastOnly: true, MsgID: msgID + ":0",
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
-			dep, err := s.deposit(ctx, c.PartnerID, c.Trace, h.Last)
-			if err != nil {
-				return nil, err
+			ev, err := reconcile(ctx, h)
+			if unannounced = ev != nil && ev.Internal == nil; unannounced {
+				return nil, nil
 			}
-			return domain.ReconcileCredit(dep, c, s.Now())
+			return ev, err
 		},
+	})
+	if err != nil || !unannounced {
+		return credited, err
+	}
+	return s.runVendor(ctx, eventlog.Command{
+		Partner: c.PartnerID, Aggregate: domain.DepositBook, LastOnly: true, MsgID: msgID + ":1", Decide: reconcile,
 	})
 }
 

@@ -577,3 +577,38 @@ func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
 		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
 	}
 }
+
+// An earlier build recorded a credit and its announcement as two appends,
+// under the vendor event's ids ":0" and ":1", and could stop between them.
+// The bank's retry of that very event, inside the dedup window, announces
+// the deposit once and credits nothing more.
+func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	ctx := context.Background()
+	credited := domain.NewEvent(pid, domain.DepositIDForTrace("HALF-X"), church, time.Now(), &domain.DepositCredited{
+		Trace: "HALF-X", AccountRef: "acct", Amount: 1000, Currency: "USD", BankTS: "2026-11-21T10:00:00.000Z",
+	})
+	if _, err := ts.Ledger.Append(ctx, credited, "vendor:bank:bank-half:0", 0); err != nil {
+		t.Fatal(err)
+	}
+	ts.waitProjected(t)
+	before := countEvents(t, ts, "deposit.received")
+	retry := vendorBody("bank-half", "ach.credit.received", map[string]any{
+		"trace": "HALF-X", "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
+	})
+	for i, want := range []string{"accepted", "duplicate"} {
+		code, ack := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, retry, time.Now())
+		if code != http.StatusOK || ack["status"] != want {
+			t.Fatalf("retry %d: %d %v, want %s", i+1, code, ack, want)
+		}
+	}
+	ts.waitProjected(t)
+	if got := countEvents(t, ts, "deposit.received"); got != before+1 {
+		t.Fatalf("%d deposit.received after the retries, want %d", got, before+1)
+	}
+	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != 1 || bal.Total != 1000 {
+		t.Fatalf("balance %+v (%v): the retry credited again", bal, err)
+	}
+}

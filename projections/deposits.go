@@ -64,12 +64,14 @@ func init() {
 			}))
 			return
 		}
+		// An announcement carrying nothing: of a credit recorded before
+		// it, on its own (an earlier build's, or one such a build left
+		// unannounced). A deposit record this file cannot read (it wrote
+		// every one, so never seen) is kept as it is, so that the next
+		// credit of the trace fails to read it rather than credit again.
 		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
 		d, err := readDeposit(c.get(bucketDeposits, key))
 		if err != nil {
-			// Never seen: this file wrote every record. Keep it, so the
-			// next credit of the trace fails to read it rather than credit
-			// again.
 			return
 		}
 		d.Announced = true

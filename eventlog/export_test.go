@@ -25,3 +25,30 @@ func SetGatherWaitForTest(d time.Duration) (restore func()) {
 	gatherWait = d
 	return func() { gatherWait = old }
 }
+
+// SetSharedReaderCheckForTest sets how often a consuming shared reader
+// looks for its consumer, until the returned function restores it.
+func SetSharedReaderCheckForTest(d time.Duration) (restore func()) {
+	old := sharedReaderCheck
+	sharedReaderCheck = d
+	return func() { sharedReaderCheck = old }
+}
+
+// DeleteForTest deletes the shared reader's consumer from the server.
+func (r *SharedReader) DeleteForTest(ctx context.Context) error {
+	return r.l.stream.DeleteConsumer(ctx, r.cons.CachedInfo().Name)
+}
+
+// WatchForTest runs the reader's check of its consumer for at most d and
+// returns why it stopped the consuming (nil if it did not).
+func (r *SharedReader) WatchForTest(ctx context.Context, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	cctx, stop := context.WithCancelCause(wctx)
+	defer stop(nil)
+	r.watch(cctx, stop)
+	if cause := context.Cause(cctx); cause != context.DeadlineExceeded {
+		return cause
+	}
+	return nil
+}

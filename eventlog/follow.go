@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -114,8 +115,16 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	// a projector catching up on a million events, stopped and restarted
 	// again and again. (An ordered consumer, which Follow uses, is
 	// ephemeral: there a missing heartbeat is how the client learns to
-	// make it again.)
-	return consumeBatches(ctx, r.cons, max, 0, func(batch []jetstream.Msg) error {
+	// make it again.) Since a missing heartbeat no longer ends the
+	// iterator, a consumer gone from the server (deleted by hand, its
+	// stream lost) is looked for every sharedReaderCheck: the reader then
+	// fails loudly, as it did before, rather than wait in silence. It is
+	// not made again here: a new durable would start from the first event
+	// and send every webhook again.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go r.watch(ctx, cancel)
+	err := consumeBatches(ctx, r.cons, max, 0, func(batch []jetstream.Msg) error {
 		out := make([]Delivery, 0, len(batch))
 		for _, m := range batch {
 			rec, err := r.l.recordOfMsg(m)
@@ -131,6 +140,35 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 		}
 		return nil
 	}, jetstream.WithMessagesErrOnMissingHeartbeat(false))
+	if cause := context.Cause(ctx); errors.Is(cause, errReaderGone) {
+		return cause
+	}
+	return err
+}
+
+// sharedReaderCheck is how often a consuming shared reader makes sure its
+// consumer is still on the server.
+var sharedReaderCheck = 15 * time.Second
+
+var errReaderGone = errors.New("the shared reader's consumer is gone from the server")
+
+// watch ends the consuming (through stop) when the reader's consumer is no
+// longer on the server. Other failures to ask (a server away for a moment)
+// are not that: it asks again at the next check.
+func (r *SharedReader) watch(ctx context.Context, stop context.CancelCauseFunc) {
+	t := time.NewTicker(sharedReaderCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := r.cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			stop(fmt.Errorf("%w: %w", errReaderGone, err))
+			return
+		}
+	}
 }
 
 // gatherWait bounds how long Follow waits for the rest of a backlog before

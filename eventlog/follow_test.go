@@ -3,6 +3,7 @@ package eventlog_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,62 @@ func TestFollowHandsABacklogInFullBatches(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the newest record was held back waiting for more")
+	}
+}
+
+// A shared reader whose consumer is gone from the server stops consuming
+// with an error that says so (the fan-out logs it and tries again), instead
+// of waiting in silence for deliveries that will never come.
+func TestASharedReaderWhoseConsumerIsGoneFailsLoudly(t *testing.T) {
+	defer eventlog.SetSharedReaderCheckForTest(100 * time.Millisecond)()
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	r, err := l.OpenSharedReader(ctx, eventlog.SharedReaderConfig{Name: "gone", Hold: time.Minute, MaxOut: 100}, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	go func() { ended <- r.Consume(cctx, 10, func([]eventlog.Delivery) {}) }()
+	select {
+	case err := <-ended:
+		t.Fatalf("consuming ended before the consumer went: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := r.DeleteForTest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		// The server tells a connected client itself (409); the
+		// reader's own check covers a deletion the client did not hear
+		// (TestTheSharedReadersCheckFindsItsConsumerGone).
+		if err == nil || !strings.Contains(err.Error(), "consumer deleted") && !strings.Contains(err.Error(), "gone from the server") || cctx.Err() != nil {
+			t.Fatalf("consuming ended with %v (deadline: %v), want the consumer gone", err, cctx.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("consuming went on for 10 s after its consumer was deleted")
+	}
+}
+
+// The reader's own check ends the consuming once its consumer is no longer
+// on the server, whatever the iterator heard.
+func TestTheSharedReadersCheckFindsItsConsumerGone(t *testing.T) {
+	defer eventlog.SetSharedReaderCheckForTest(50 * time.Millisecond)()
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	r, err := l.OpenSharedReader(ctx, eventlog.SharedReaderConfig{Name: "watched", Hold: time.Minute, MaxOut: 100}, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WatchForTest(ctx, 300*time.Millisecond); err != nil {
+		t.Fatalf("the check found a live consumer gone: %v", err)
+	}
+	if err := r.DeleteForTest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WatchForTest(ctx, 5*time.Second); err == nil || !strings.Contains(err.Error(), "gone from the server") {
+		t.Fatalf("the check after the deletion: %v", err)
 	}
 }

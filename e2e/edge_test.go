@@ -612,3 +612,43 @@ func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
 		t.Fatalf("balance %+v (%v): the retry credited again", bal, err)
 	}
 }
+
+// Two instances share one ledger: deliveries of one trace reaching both at
+// once credit it once (the deposit book's guard, not one process's turns,
+// decides), and distinct traces reaching both are each credited.
+func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
+	natsURL := eventlogtest.StartServer(t)
+	master := withMasterKey("6a1f2c9b8d7e6f50412233445566778899aabbccddeeff00112233445566778b")
+	one := startStack(t, withNATSURL(natsURL), master)
+	two := startStack(t, withNATSURL(natsURL), master)
+	c, pid := one.partner(t)
+	church := importChurch(t, c, "Grace")
+	two.waitProjected(t)
+	credit := func(ts *testStack, id, trace string) int {
+		code, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, vendorBody(id, "ach.credit.received", map[string]any{
+			"trace": trace, "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
+		}), time.Now())
+		return code
+	}
+	const n = 12
+	var wg sync.WaitGroup
+	codes := make([]int, 2*n)
+	for i := range n {
+		ts := []*testStack{one, two}[i%2]
+		wg.Go(func() { codes[i] = credit(ts, fmt.Sprintf("bank-same-%d", i), "TWO-SAME") })
+		wg.Go(func() { codes[n+i] = credit(ts, fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("TWO-OWN-%d", i)) })
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != http.StatusOK {
+			t.Fatalf("delivery %d: %d", i, code)
+		}
+	}
+	one.waitProjected(t)
+	if got := countEvents(t, one, "deposit.received"); got != n+1 {
+		t.Fatalf("%d deposit.received, want %d (one for the shared trace, one per own trace)", got, n+1)
+	}
+	if bal, err := one.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
+		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
+	}
+}

@@ -544,40 +544,6 @@ func TestRetriedDepositSimulationCreditsOnce(t *testing.T) {
 	}
 }
 
-// A partner's deposits are one aggregate: bank deliveries of one trace
-// arriving at once (each its own vendor event) credit it once, and distinct
-// traces arriving at once are each credited.
-func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
-	ts := startStack(t)
-	c, pid := ts.partner(t)
-	church := importChurch(t, c, "Grace")
-	credit := func(id, trace string) (int, map[string]any) {
-		return sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, vendorBody(id, "ach.credit.received", map[string]any{
-			"trace": trace, "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
-		}), time.Now())
-	}
-	const n = 16
-	var wg sync.WaitGroup
-	codes := make([]int, 2*n)
-	for i := range n {
-		wg.Go(func() { codes[i], _ = credit(fmt.Sprintf("bank-same-%d", i), "SAME-TRACE") })
-		wg.Go(func() { codes[n+i], _ = credit(fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("OWN-%d", i)) })
-	}
-	wg.Wait()
-	for i, code := range codes {
-		if code != http.StatusOK {
-			t.Fatalf("delivery %d: %d", i, code)
-		}
-	}
-	ts.waitProjected(t)
-	if got := countEvents(t, ts, "deposit.received"); got != n+1 {
-		t.Fatalf("%d deposit.received, want %d (one for the shared trace, one per own trace)", got, n+1)
-	}
-	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
-		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
-	}
-}
-
 // An earlier build recorded a credit and its announcement as two appends,
 // under the vendor event's ids ":0" and ":1", and could stop between them.
 // The bank's retry of that very event, inside the dedup window, announces
@@ -613,6 +579,15 @@ func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
 	}
 }
 
+// A partner's deposits are one aggregate: bank deliveries of one trace
+// arriving at once (each its own vendor event) credit it once, and distinct
+// traces arriving at once are each credited.
+func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	creditConcurrently(t, pid, importChurch(t, c, "Grace"), ts)
+}
+
 // Two instances share one ledger: deliveries of one trace reaching both at
 // once credit it once (the deposit book's guard, not one process's turns,
 // decides), and distinct traces reaching both are each credited.
@@ -624,6 +599,14 @@ func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
 	c, pid := one.partner(t)
 	church := importChurch(t, c, "Grace")
 	two.waitProjected(t)
+	creditConcurrently(t, pid, church, one, two)
+}
+
+// creditConcurrently sends, all at once and spread over the instances, 12
+// bank deliveries of one trace and 12 of distinct traces for the church,
+// and checks that 13 credits of 10.00 were recorded.
+func creditConcurrently(t *testing.T, pid, church string, stacks ...*testStack) {
+	t.Helper()
 	credit := func(ts *testStack, id, trace string) int {
 		code, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, vendorBody(id, "ach.credit.received", map[string]any{
 			"trace": trace, "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
@@ -634,9 +617,9 @@ func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	codes := make([]int, 2*n)
 	for i := range n {
-		ts := []*testStack{one, two}[i%2]
-		wg.Go(func() { codes[i] = credit(ts, fmt.Sprintf("bank-same-%d", i), "TWO-SAME") })
-		wg.Go(func() { codes[n+i] = credit(ts, fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("TWO-OWN-%d", i)) })
+		ts := stacks[i%len(stacks)]
+		wg.Go(func() { codes[i] = credit(ts, fmt.Sprintf("bank-same-%d", i), "SAME-TRACE") })
+		wg.Go(func() { codes[n+i] = credit(ts, fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("OWN-%d", i)) })
 	}
 	wg.Wait()
 	for i, code := range codes {
@@ -644,11 +627,12 @@ func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
 			t.Fatalf("delivery %d: %d", i, code)
 		}
 	}
-	one.waitProjected(t)
-	if got := countEvents(t, one, "deposit.received"); got != n+1 {
+	ts := stacks[0]
+	ts.waitProjected(t)
+	if got := countEvents(t, ts, "deposit.received"); got != n+1 {
 		t.Fatalf("%d deposit.received, want %d (one for the shared trace, one per own trace)", got, n+1)
 	}
-	if bal, err := one.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
+	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
 		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
 	}
 }

@@ -236,14 +236,14 @@ func DecodeStoredHeader(partnerID, aggregateID, eventType string, public bool, d
 		}
 		h = env
 	}
-	if h.EventType != eventType {
-		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.EventID, h.EventType, eventType)
+	if h.Type != eventType {
+		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.ID, h.Type, eventType)
 	}
 	at, err := time.Parse(TimeLayout, h.OccurredAt)
 	if err != nil {
-		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.EventID, err)
+		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.ID, err)
 	}
-	ev := Event{ID: h.EventID, Type: h.EventType, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID}
+	ev := Event{ID: h.ID, Type: h.Type, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID}
 	if h.ChurchID != nil {
 		ev.ChurchID = *h.ChurchID
 	}
@@ -254,12 +254,11 @@ func DecodeStoredHeader(partnerID, aggregateID, eventType string, public bool, d
 // is its first field.
 const envelopeIDKey = `{"event_id":"`
 
-// envelopeHead is the part of an envelope before its payload.
+// envelopeHead is the part of an envelope before its payload: its header
+// and its church.
 type envelopeHead struct {
-	EventID    string  `json:"event_id"`
-	EventType  string  `json:"event_type"`
-	OccurredAt string  `json:"occurred_at"`
-	ChurchID   *string `json:"church_id"`
+	EnvelopeHeader
+	ChurchID *string `json:"church_id"`
 }
 
 // envelopeHeaderAt reads the head of an envelope laid out as Envelope
@@ -271,7 +270,7 @@ func envelopeHeaderAt(data []byte) (envelopeHead, bool) {
 	for _, f := range []struct {
 		key string
 		to  *string
-	}{{envelopeIDKey, &h.EventID}, {`,"event_type":"`, &h.EventType}, {`,"occurred_at":"`, &h.OccurredAt}} {
+	}{{envelopeIDKey, &h.ID}, {`,"event_type":"`, &h.Type}, {`,"occurred_at":"`, &h.OccurredAt}} {
 		var ok bool
 		if *f.to, rest, ok = plainString(rest, f.key); !ok {
 			return envelopeHead{}, false

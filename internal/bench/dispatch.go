@@ -335,11 +335,11 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 	return float64(ok.Load()) / time.Since(start).Seconds(), nil
 }
 
-// paced appends the webhook partner's deposit.received events (synced, as
-// the service does, each carrying its credit; without the deposit book's
-// guard, which would line a partner's appends up one at a time, as the
-// service does, and every event here is a new deposit) at rate per second for d, and measures from each
-// acknowledged append to its receipt. The events are built before the
+// paced appends the webhook partner's deposit.received events, each
+// carrying its credit, at rate per second for d, and measures from each
+// acknowledged append to its receipt. The appends are synced, as the
+// service's, but not guarded on the partner's deposit book: the guard would
+// line them up one at a time, and every event here is a new deposit. The events are built before the
 // clock starts and each is due at its own time from the start (an open
 // loop: one that falls behind catches up at once instead of dropping
 // ticks, so the pace is the one asked unless the appends cannot take it).

@@ -52,3 +52,14 @@ func (r *SharedReader) WatchForTest(ctx context.Context, d time.Duration) error 
 	}
 	return nil
 }
+
+// OutForTest returns how many events the shared reader's consumer has not
+// sent yet, how many requests for more it has waiting, and how many events
+// it has sent and not had settled.
+func (r *SharedReader) OutForTest(ctx context.Context) (pending uint64, asked, unsettled int, err error) {
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return info.NumPending, info.NumWaiting, info.NumAckPending, nil
+}

@@ -28,7 +28,7 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 	if err != nil {
 		return err
 	}
-	return consumeBatches(ctx, cons, batch, gatherWait, func(msgs []jetstream.Msg) error {
+	return consumeBatches(ctx, cons, batch, gatherWait, nil, func(msgs []jetstream.Msg) error {
 		recs := make([]Record, 0, len(msgs))
 		for _, m := range msgs {
 			rec, err := l.recordOfMsg(m)
@@ -87,9 +87,18 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 	name := cfg.Name
 	cons, err := setUp(ctx, "shared reader "+name, func(ctx context.Context) (jetstream.Consumer, error) {
 		return l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   cfg.Description,
-			FilterSubject: l.subjects.AllPublic(),
+			Durable:     name,
+			Description: cfg.Description,
+			// No filter: the reader settles the internal events itself
+			// (Consume). A filter on the public subjects made the server,
+			// at every delivery, look through the subject state of the
+			// block for the earliest match (nats-server 2.15,
+			// msgBlock.firstMatching), ~34 µs a delivery once a block
+			// holds a thousand partners' deposit books: the fan-out's
+			// walk of a million events on a fresh consumer took 38–40 s.
+			// Unfiltered, the server hands out the next message as it
+			// lies. Updating a reader made before drops its filter and
+			// keeps its position.
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.Hold,
 			MaxAckPending: cfg.MaxOut,
@@ -102,9 +111,13 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 	return &SharedReader{l: l, cons: cons, unreadable: unreadable}, nil
 }
 
-// Consume hands this instance's share of the events to handle in batches of
-// at most max, until ctx ends or the reader fails. A message that is not a
-// ledger record is reported and dropped.
+// Consume hands this instance's share of the public events to handle in
+// batches of at most max, until ctx ends or the reader fails; internal
+// events are settled as they arrive. A message that is not a ledger record
+// is reported and dropped. When the consuming ends, the events that had
+// arrived and were not handed to handle are handed back, for any instance
+// to have at once (consumeBatches says how sure that is); those handed
+// out stay held until settled or the hold runs out.
 func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Delivery)) error {
 	// A missing heartbeat is not a failure to stop on for a durable shared
 	// reader: the iterator then drops what it counted as asked for and asks
@@ -124,7 +137,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go r.watch(ctx, cancel)
-	err := consumeBatches(ctx, r.cons, max, 0, func(batch []jetstream.Msg) error {
+	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, func(batch []jetstream.Msg) error {
 		out := make([]Delivery, 0, len(batch))
 		for _, m := range batch {
 			rec, err := r.l.recordOfMsg(m)
@@ -144,6 +157,21 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 		return cause
 	}
 	return err
+}
+
+// nak hands a message back to be handed out again at once.
+func nak(m jetstream.Msg) { _ = m.Nak() }
+
+// internal settles an internal event as it arrives: a shared reader hands
+// out only the partners' public events. It acknowledges the message at
+// once, so it is never held past a stop of this instance.
+func (r *SharedReader) internal(m jetstream.Msg) bool {
+	p, err := r.l.subjects.parse(m.Subject())
+	if err != nil || p.Public {
+		return false
+	}
+	_ = m.Ack()
+	return true
 }
 
 // sharedReaderCheck is how often a consuming shared reader makes sure its
@@ -179,6 +207,23 @@ func (r *SharedReader) watch(ctx context.Context, stop context.CancelCauseFunc) 
 // record each, and the fixed cost of each commit was most of its work.
 var gatherWait = 5 * time.Millisecond
 
+// settling is how consumeBatches settles, on a consumer whose messages
+// are acknowledged, those it takes from the server and never hands to
+// handle.
+type settling struct {
+	// early, if set, settles a message as it arrives when it is of a
+	// kind handle never sees, and reports whether it did.
+	early func(jetstream.Msg) bool
+	// release hands a message that arrived back to the server, to be
+	// handed out again at once, when the consuming ends before handle got
+	// it.
+	release func(jetstream.Msg)
+}
+
+// handBackWait bounds how long a consuming that ends waits for the server
+// to finish sending what it had under way, to hand it back.
+const handBackWait = 5 * time.Second
+
 // consumeBatches follows a consumer and hands its messages to handle in
 // batches: it waits for one message, then takes whatever else has already
 // arrived, up to max, so a burst is handled in one go and a trickle without
@@ -186,12 +231,22 @@ var gatherWait = 5 * time.Millisecond
 // server says it still holds past the last one taken (nextBatch). It
 // returns when ctx ends (with ctx's error), when the consumer fails, or
 // when handle returns an error.
-func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
+//
+// With settle set (a consumer with acknowledgements), settle.early settles
+// the messages handle never sees as they arrive, and when the consuming
+// ends, what arrived and was not handed to handle is released: the
+// iterator is drained (it stops asking and takes in what the server had
+// already sent) rather than stopped, which would drop those messages and
+// leave them held by the server until its ack wait runs out. That is
+// certain for what had reached this client when the consuming ended; a
+// message the server had taken for this client and not yet sent when the
+// client gave up its interest is still held until the ack wait (the server
+// drops it): at most what its queue to the client held, on a busy consumer.
+func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, settle *settling, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
 	it, err := cons.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max)}, opts...)...)
 	if err != nil {
 		return natsErr("consume", err)
 	}
-	defer it.Stop()
 	msgs := make(chan jetstream.Msg, max)
 	errc := make(chan error, 1)
 	go func() {
@@ -202,13 +257,54 @@ func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gathe
 				errc <- err
 				return
 			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
+			if settle != nil && settle.early != nil && settle.early(m) {
+				continue
+			}
+			if ctx.Err() == nil {
+				select {
+				case msgs <- m:
+					continue
+				case <-ctx.Done():
+				}
+			}
+			if settle != nil {
+				settle.release(m)
 			}
 		}
 	}()
+	var release func(jetstream.Msg)
+	if settle != nil {
+		release = settle.release
+	}
+	err = batchLoop(ctx, msgs, errc, max, gather, release, handle)
+	if settle == nil {
+		it.Stop()
+		return err
+	}
+	it.Drain()
+	timeout := time.NewTimer(handBackWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return err
+			}
+			settle.release(m)
+		case <-timeout.C:
+			// The server is away: what it sent is held until its ack
+			// wait, as a stop leaves it; the reading goroutine ends when
+			// the connection does.
+			return err
+		}
+	}
+}
+
+// batchLoop hands the messages arriving on msgs to handle in batches
+// (nextBatch) until ctx ends, msgs closes (the consumer failed: errc says
+// why) or handle fails. A batch taken as ctx ended is released, not
+// handled (when release is set).
+func batchLoop(ctx context.Context, msgs <-chan jetstream.Msg, errc <-chan error, max int, gather time.Duration, release func(jetstream.Msg), handle func([]jetstream.Msg) error) error {
 	for {
 		batch, ok := nextBatch(ctx, msgs, max, gather)
 		if !ok {
@@ -216,6 +312,12 @@ func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gathe
 				return ctx.Err()
 			}
 			return natsErr("consume", <-errc)
+		}
+		if ctx.Err() != nil && release != nil {
+			for _, m := range batch {
+				release(m)
+			}
+			return ctx.Err()
 		}
 		if err := handle(batch); err != nil {
 			return err
@@ -230,6 +332,10 @@ func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gathe
 // first wait, so a backlog goes in full batches; the newest message is
 // never held back, since nothing is pending past it.
 func nextBatch(ctx context.Context, msgs <-chan jetstream.Msg, max int, gather time.Duration) ([]jetstream.Msg, bool) {
+	if ctx.Err() != nil {
+		// Before a message that is ready too (a select picks either).
+		return nil, false
+	}
 	var batch []jetstream.Msg
 	select {
 	case <-ctx.Done():

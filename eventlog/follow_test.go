@@ -3,6 +3,8 @@ package eventlog_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +125,123 @@ func TestTheSharedReadersCheckFindsItsConsumerGone(t *testing.T) {
 	}
 	if err := r.WatchForTest(ctx, 5*time.Second); err == nil || !strings.Contains(err.Error(), "gone from the server") {
 		t.Fatalf("the check after the deletion: %v", err)
+	}
+}
+
+// A shared reader hands out only public events and settles the internal
+// ones as they arrive; when its consuming ends, the public events it had
+// taken from the server and not handed out are handed back at once, so
+// another instance (or the next start) has them without waiting out the
+// hold. Before, a stop left them held for the hold (80 s in the service):
+// the service's next start waited that long for its fan-out to catch up.
+func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+	now := time.Now()
+	deposit := func(i int) domain.Event {
+		ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
+			PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "handback-" + strconv.Itoa(i),
+			AccountRef: "acct_test", Amount: domain.Hundredths(100 + i), BankTS: now,
+		}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *ev
+	}
+	internal := func() domain.Event {
+		key := domain.GenerateKey(domain.Sandbox)
+		return domain.NewEvent(pt, pt, "", now, &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
+	}
+	// Three public events, each after an internal one.
+	var public []uint64
+	for i := range 3 {
+		seqs, err := l.Fill(ctx, []domain.Event{internal(), deposit(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		public = append(public, seqs[1])
+	}
+	r, err := l.OpenSharedReader(ctx, eventlog.SharedReaderConfig{Name: "handback", Hold: time.Hour, MaxOut: 100}, func(err error) { t.Errorf("unreadable: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// One event at a time: the first is handed out and kept unsettled,
+	// the next two are taken from the server and wait in the reader.
+	first := make(chan eventlog.Delivery, 1)
+	cctx, stop := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- r.Consume(cctx, 1, func(ds []eventlog.Delivery) {
+			for _, d := range ds {
+				if !d.Record.Public {
+					t.Errorf("handed out internal sequence %d", d.Record.Seq)
+				}
+				first <- d
+			}
+			<-cctx.Done()
+		})
+	}()
+	var kept eventlog.Delivery
+	select {
+	case kept = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event handed out")
+	}
+	// The server has sent what the reader asked for: every event, or as
+	// many as the reader had room for (the rest wait on the server).
+	waitFor(t, 10*time.Second, "the server to send what the reader asked for", func() bool {
+		pending, asked, _, err := r.OutForTest(ctx)
+		return err == nil && (pending == 0 || asked == 0)
+	})
+	stop()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("consuming ended with %v", err)
+	}
+
+	// The two it did not hand out come again at once; the one handed out
+	// stays held (an hour).
+	got := make(chan uint64, 3)
+	cctx2, stop2 := context.WithTimeout(ctx, 30*time.Second)
+	defer stop2()
+	go func() {
+		_ = r.Consume(cctx2, 10, func(ds []eventlog.Delivery) {
+			for _, d := range ds {
+				d.Ack()
+				got <- d.Record.Seq
+			}
+		})
+	}()
+	var again []uint64
+	for len(again) < 2 {
+		select {
+		case seq := <-got:
+			again = append(again, seq)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("handed out again: %v; want the two not handed out before, at once", again)
+		}
+	}
+	slices.Sort(again)
+	want := slices.DeleteFunc(slices.Sorted(slices.Values(public)), func(seq uint64) bool { return seq == kept.Record.Seq })
+	if !slices.Equal(again, want) {
+		t.Fatalf("handed out again %v, want %v (the first, %d, was handed out and stays held)", again, want, kept.Record.Seq)
+	}
+	// The internal events were settled, the first public one is held.
+	waitFor(t, 10*time.Second, "the two acknowledgements", func() bool {
+		pending, _, unsettled, err := r.OutForTest(ctx)
+		return err == nil && pending == 0 && unsettled == 1
+	})
+}
+
+// waitFor polls cond until it holds, or fails the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s after %s", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

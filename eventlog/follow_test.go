@@ -191,7 +191,7 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 	}
 	// The server has sent what the reader asked for: every event, or as
 	// many as the reader had room for (the rest wait on the server).
-	waitFor(t, 10*time.Second, "the server to send what the reader asked for", func() bool {
+	eventlogtest.WaitFor(t, 10*time.Second, "the server to send what the reader asked for", func() bool {
 		pending, asked, _, err := r.OutForTest(ctx)
 		return err == nil && (pending == 0 || asked == 0)
 	})
@@ -228,20 +228,8 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 		t.Fatalf("handed out again %v, want %v (the first, %d, was handed out and stays held)", again, want, kept.Record.Seq)
 	}
 	// The internal events were settled, the first public one is held.
-	waitFor(t, 10*time.Second, "the two acknowledgements", func() bool {
+	eventlogtest.WaitFor(t, 10*time.Second, "the two acknowledgements", func() bool {
 		pending, _, unsettled, err := r.OutForTest(ctx)
 		return err == nil && pending == 0 && unsettled == 1
 	})
-}
-
-// waitFor polls cond until it holds, or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s after %s", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

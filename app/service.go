@@ -185,7 +185,11 @@ func (s *Service) waitApplied(ctx context.Context, seq uint64) error {
 // server and no wait on the hot path of a first run (the stream info it
 // cost was a steady share of the write path's NATS work, and the wait for
 // the projector to apply every concurrent request's append was most of a
-// first run's added latency).
+// first run's added latency). One case is left to the ledger's dedup
+// alone: on a cluster, a record its quorum lost while this instance's own
+// server stayed up (no reconnect here), retried before this instance's
+// projector applied the original append (milliseconds); inside the dedup
+// window (15 minutes) the append stores nothing twice.
 func (s *Service) recall(ctx context.Context, msgID string, takeover bool) (eventlog.Record, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()

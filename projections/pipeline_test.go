@@ -102,7 +102,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 			return span.apply(recs[1:], evs[1:])
 		}
 		return span.apply(recs, evs)
-	}, span.end, nil)
+	}, span.end, nil, rebuildDepth)
 	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	err = followInto(wait, l, pl, 100, nil)
@@ -115,7 +115,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 
 	span = s.newTxSpan(300)
 	stop := func(last uint64) bool { return last >= total }
-	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, nil), 100, stop); err != nil {
+	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, nil, rebuildDepth), 100, stop); err != nil {
 		t.Fatal(err)
 	}
 	if s.Applied() != total {

@@ -29,6 +29,9 @@ type pipeline struct {
 	// commits what apply holds (ok), or drops it when the read or a
 	// transaction failed (see txSpan).
 	end func(ok bool) error
+	// idle, when set, is called when the applier finds nothing queued,
+	// before it waits: it does work apply put off (see txSpan.flush).
+	idle func() error
 	// applied, when set, hears of each batch applied.
 	applied func()
 	queue   chan batch
@@ -69,11 +72,11 @@ func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) erro
 	if apply == nil {
 		apply = s.applyDecoded
 	}
-	return s.startPipelineEnding(apply, nil, applied, pipelineDepth)
+	return s.startPipelineEnding(apply, nil, nil, applied, pipelineDepth)
 }
 
-func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, applied func(), depth int) *pipeline {
-	p := &pipeline{s: s, apply: apply, end: end, applied: applied,
+func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, idle func() error, applied func(), depth int) *pipeline {
+	p := &pipeline{s: s, apply: apply, end: end, idle: idle, applied: applied,
 		queue: make(chan batch, depth), failed: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -93,7 +96,11 @@ func (p *pipeline) run() {
 
 // applyQueued applies the batches queued until the queue is closed.
 func (p *pipeline) applyQueued() {
-	for b := range p.queue {
+	for {
+		b, ok := p.next()
+		if !ok {
+			return
+		}
 		if p.err != nil {
 			continue // drain until the follower stops adding
 		}
@@ -119,6 +126,24 @@ func (p *pipeline) applyQueued() {
 			p.applied()
 		}
 	}
+}
+
+// next returns the next batch queued, false once the queue is closed. When
+// none is queued yet it runs idle first.
+func (p *pipeline) next() (batch, bool) {
+	select {
+	case b, ok := <-p.queue:
+		return b, ok
+	default:
+	}
+	if p.idle != nil && p.err == nil {
+		if err := p.idle(); err != nil {
+			p.err = err
+			close(p.failed)
+		}
+	}
+	b, ok := <-p.queue
+	return b, ok
 }
 
 // add decodes recs (those past what the store holds or was handed) and

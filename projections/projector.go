@@ -223,7 +223,7 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		// projections=rebuild.
 		var err error
 		pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
-			pl := s.startPipelineEnding(span.apply, span.end, applied, rebuildDepth)
+			pl := s.startPipelineEnding(span.apply, span.end, span.flush, applied, rebuildDepth)
 			err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
 		})
 		if err != nil {

@@ -278,8 +278,9 @@ type txSpan struct {
 	indexes *indexWrites
 	counts  *counters
 	held    int
-	// last is the last sequence applied, committed or not.
-	last uint64
+	// last is the last sequence applied, committed or not; first, the
+	// checkpoint the open transaction began at.
+	last, first uint64
 }
 
 // spanEvents is how many events a rebuild's transaction applies before it
@@ -300,6 +301,7 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			return err
 		}
 		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx), readApplied(tx)
+		t.first = t.last
 	}
 	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)
 	if err != nil {
@@ -338,6 +340,27 @@ func (t *txSpan) end(ok bool) (err error) {
 		return err
 	}
 	t.s.advance(t.last)
+	return nil
+}
+
+// flush makes the writes to the feed, its types and the public events
+// that the open transaction has collected so far (indexWrites.writeAppended).
+// The pipeline calls it when the applier would otherwise wait for the
+// reader: the checkpoint's writes were most of a span's commit (~170 ms of
+// ~270 ms per 50,000 events), and those of the rebuild's last span, made
+// after the read had ended, a quarter of its wall time with one core
+// working. The file holds the same keys and values.
+//
+// Not in a transaction that began on an empty file: its keys all go into
+// one node until the commit splits it, and each chunk's keys would be
+// inserted among the previous chunks', moving them.
+func (t *txSpan) flush() error {
+	if t.tx == nil || t.first == 0 {
+		return nil
+	}
+	if err := t.indexes.writeAppended(t.tx); err != nil {
+		return errors.Join(fmt.Errorf("projections: indexes up to %d: %w", t.last, err), t.end(false))
+	}
 	return nil
 }
 

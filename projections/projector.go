@@ -214,6 +214,9 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		defer relaxGC()()
 		s.db.NoSync = true
 		span := s.newTxSpan(spanEvents)
+		span.syncAhead = true
+		// Before the file is closed (deferred above, so run after).
+		defer func() { _ = span.waitSync() }()
 		var applied func()
 		if progress != nil {
 			applied = func() { progress(span.last, total) }
@@ -231,6 +234,9 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		}
 		if s.Applied() < total {
 			return fmt.Errorf("rebuild: read stopped at %d of %d", s.Applied(), total)
+		}
+		if err := span.waitSync(); err != nil {
+			return fmt.Errorf("rebuild: sync: %w", err)
 		}
 		s.db.NoSync = false
 		if err := s.db.Sync(); err != nil {

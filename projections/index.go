@@ -163,15 +163,47 @@ func (w *indexWrites) carve(n int) []byte {
 // writes to one key, the later is made last and wins, as it would unsorted.
 func (w *indexWrites) write(tx *bolt.Tx) error {
 	rank := w.ranks()
-	for i, kvs := range w.puts {
-		b := tx.Bucket(indexBuckets[i])
-		b.FillPercent = indexFill[i]
-		for _, kv := range sortByGroup(kvs, rank) {
-			if err := b.Put(kv.k, kv.v); err != nil {
-				return err
-			}
+	for i := range w.puts {
+		if err := w.writeIndex(tx, index(i), rank); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// writeIndex makes the collected writes to one index, in key order.
+func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
+	b := tx.Bucket(indexBuckets[i])
+	b.FillPercent = indexFill[i]
+	for _, kv := range sortByGroup(w.puts[i], rank) {
+		if err := b.Put(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAppended makes the collected writes to the feed, its types and the
+// public events, and forgets them (see txSpan.flush). A partner's keys
+// there come in key order, or nearly (public event ids are random within a
+// second), so writing them in chunks inserts each chunk after the last in
+// the partner's pages. The msg-ids (keys anywhere) wait for write, and so
+// do the counters: in chunks, each would be inserted among the previous
+// chunks' keys in nodes that bbolt splits only at the commit, each insert
+// moving the entries that came before it.
+func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
+	rank := w.ranks()
+	for _, i := range []index{indexPublicEvents, indexFeedEntries, indexFeedTypes} {
+		if err := w.writeIndex(tx, i, rank); err != nil {
+			return err
+		}
+		// What bbolt was given stays: it keeps the values (and buf
+		// the keys) until the transaction commits.
+		w.puts[i] = w.puts[i][:0]
+	}
+	// Only the msg-ids are left, all in one group (see indexRecord).
+	clear(w.groups)
+	w.partner = w.partner[:0]
 	return nil
 }
 

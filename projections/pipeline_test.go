@@ -102,7 +102,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 			return span.apply(recs[1:], evs[1:])
 		}
 		return span.apply(recs, evs)
-	}, span.end, nil)
+	}, span.end, span.flush, nil, rebuildDepth)
 	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	err = followInto(wait, l, pl, 100, nil)
@@ -115,7 +115,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 
 	span = s.newTxSpan(300)
 	stop := func(last uint64) bool { return last >= total }
-	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, nil), 100, stop); err != nil {
+	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, span.flush, nil, rebuildDepth), 100, stop); err != nil {
 		t.Fatal(err)
 	}
 	if s.Applied() != total {
@@ -191,4 +191,68 @@ func mustDump(t *testing.T, s *Store) map[string]map[string]string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A rebuild's span that writes its feed, feed types and public events in
+// chunks, while the applier would wait (txSpan.flush), makes the same file
+// as one applied a transaction a batch.
+func TestFlushedSpanMakesTheSameFile(t *testing.T) {
+	ctx := context.Background()
+	l := depositLedger(t, 2000, 7)
+	var recs []eventlog.Record
+	for {
+		page, _, err := l.Read(ctx, l.Subjects().All(), uint64(len(recs)), 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		recs = append(recs, page...)
+	}
+	evs, err := decodeAll(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := openRebuild(filepath.Join(dir, "flushed.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Commits every 700 events or so; a flush after every batch of 50.
+	span := s.newTxSpan(700)
+	flushed := 0
+	for from := 0; from < len(recs); from += 50 {
+		to := min(from+50, len(recs))
+		if err := span.apply(recs[from:to], evs[from:to]); err != nil {
+			t.Fatal(err)
+		}
+		if span.tx != nil && span.first > 0 && len(span.indexes.puts[indexFeedEntries]) > 0 {
+			flushed++
+		}
+		if err := span.flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := span.end(true); err != nil {
+		t.Fatal(err)
+	}
+	if flushed == 0 {
+		t.Fatal("no span wrote its feed before its commit")
+	}
+	live, err := Open(filepath.Join(dir, "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	for from := 0; from < len(recs); from += 50 {
+		if err := live.Apply(recs[from:min(from+50, len(recs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, want := mustDump(t, s), mustDump(t, live)
+	if len(got["feed"]) != 2000 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("flushed file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
+	}
 }

@@ -43,13 +43,13 @@ func WithClaim(ctx context.Context, c *Claim) context.Context {
 
 // underClaim gives a command the dedup id of the request's next command and
 // the request's fingerprint, and has it first look for what an earlier run
-// of the request appended (recall): after a crash takeover, and also when
-// the key's record itself was lost (records are operational and persist
+// of the request appended: after a crash takeover, and also when the key's
+// record itself was lost (records are operational and persist
 // asynchronously, so a crash can lose the newest), which Begin cannot tell
 // from a first run. The look-up reads the projections once they have caught
-// up far enough; it writes nothing. It reports false outside a claimed
+// up with the ledger; it writes nothing. It reports false outside a claimed
 // request.
-func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(ctx context.Context, msgID string, takeover bool) (eventlog.Record, bool, error)) bool {
+func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(context.Context, string) (eventlog.Record, bool, error)) bool {
 	rc, _ := ctx.Value(claimKey{}).(*requestClaim)
 	if rc == nil || cmd.MsgID != "" {
 		return false
@@ -58,10 +58,7 @@ func underClaim(ctx context.Context, cmd *eventlog.Command, recall func(ctx cont
 	defer rc.mu.Unlock()
 	cmd.MsgID, cmd.Request = rc.claim.MsgID(rc.n), rc.claim.Fingerprint
 	rc.n++
-	takeover := rc.claim.Takeover
-	cmd.Recall = func(ctx context.Context, msgID string) (eventlog.Record, bool, error) {
-		return recall(ctx, msgID, takeover)
-	}
+	cmd.Recall = recall
 	return true
 }
 

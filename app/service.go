@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -75,7 +74,6 @@ type Service struct {
 	webhookSeal *eventlog.Sealer
 	cancelSeal  *eventlog.Sealer
 	polls       longPolls
-	floor       atomic.Pointer[recallFloor]
 }
 
 // New builds the service.
@@ -172,34 +170,12 @@ func (s *Service) waitApplied(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// recall finds the event an earlier run of a command appended (MsgID), in
-// the projections, once they hold every event that run can have appended.
-//
-// After a takeover the run that died may have appended a moment ago, so the
-// projections first catch up with the ledger's newest event. Otherwise
-// (Begin found no record of the key) an earlier run exists only if its
-// key's record was lost, which takes a server going down: its append is
-// older than this instance's connection to the server it has now, so the
-// projections need only reach recallFloor, the ledger's last sequence when
-// that connection was made. That is usually long applied: no request to the
-// server and no wait on the hot path of a first run (the stream info it
-// cost was a steady share of the write path's NATS work, and the wait for
-// the projector to apply every concurrent request's append was most of a
-// first run's added latency). One case is left to the ledger's dedup
-// alone: on a cluster, a record its quorum lost while this instance's own
-// server stayed up (no reconnect here), retried before this instance's
-// projector applied the original append (milliseconds); inside the dedup
-// window (15 minutes) the append stores nothing twice.
-func (s *Service) recall(ctx context.Context, msgID string, takeover bool) (eventlog.Record, bool, error) {
+// recall finds the event an earlier run of a command appended, once the
+// projections have caught up with the ledger.
+func (s *Service) recall(ctx context.Context, msgID string) (eventlog.Record, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	var err error
-	if takeover {
-		err = s.projector.CatchUp(wctx)
-	} else {
-		err = s.catchUpToFloor(wctx)
-	}
-	if err != nil {
+	if err := s.projector.CatchUp(wctx); err != nil {
 		return eventlog.Record{}, false, err
 	}
 	seq, ok, err := s.store.CommandSeq(msgID)
@@ -208,29 +184,6 @@ func (s *Service) recall(ctx context.Context, msgID string, takeover bool) (even
 	}
 	rec, err := s.ledger.Get(ctx, seq)
 	return rec, err == nil, err
-}
-
-// recallFloor is the ledger's last sequence when the connection counted
-// by conn was made (conn is Ledger.Reconnects()+1).
-type recallFloor struct {
-	conn, seq uint64
-}
-
-// catchUpToFloor waits until the projections hold every event appended
-// before the ledger's present connection was made, reading the ledger's
-// last sequence once per connection.
-func (s *Service) catchUpToFloor(ctx context.Context) error {
-	conn := s.ledger.Reconnects() + 1
-	f := s.floor.Load()
-	if f == nil || f.conn != conn {
-		last, err := s.ledger.LastSeq(ctx)
-		if err != nil {
-			return err
-		}
-		f = &recallFloor{conn: conn, seq: last}
-		s.floor.Store(f)
-	}
-	return s.store.WaitFor(ctx, f.seq)
 }
 
 // Readiness is how far this instance is behind its ledger.

@@ -37,14 +37,6 @@ type lastSeqCall struct {
 // its wait sooner.
 const lastSeqTimeout = 10 * time.Second
 
-// Reconnects counts the times the ledger's connection has connected to a
-// server again after losing it. A server that went down may have lost the
-// newest writes of the buckets that persist asynchronously (the
-// Idempotency-Key records); the count is raised before anything is sent on
-// the new connection, so a caller that reads it after a request answered
-// on that connection sees the raise.
-func (l *Ledger) Reconnects() uint64 { return l.nc.Stats().Reconnects }
-
 // LastSeq is the stream's last sequence: the position of the newest event,
 // read after the call began.
 func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {

@@ -49,34 +49,3 @@ func TestNothingToAppendIsDecidedOnTheWholeHistory(t *testing.T) {
 		t.Fatalf("decisions saw %v events; want [1 2]: a decision to append nothing must be made on the whole history", seen)
 	}
 }
-
-// A ledger counts its connection's reconnects, and the count is up by the
-// time a request answered on the new connection returns: a recall's floor
-// (app) is read again after a server went down, since it may have lost the
-// newest Idempotency-Key records.
-func TestReconnectsAreCountedBeforeTheNewConnectionAnswers(t *testing.T) {
-	cluster := eventlogtest.StartCluster(t, filepath.Join("..", "deploy", "nats"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, NATSURL: cluster.URL(), Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	if n := l.Reconnects(); n != 0 {
-		t.Fatalf("%d reconnects before any server went down", n)
-	}
-	for i := range cluster.URLs {
-		cluster.Stop(i)
-	}
-	for i := range cluster.URLs {
-		cluster.Restart(i)
-	}
-	eventlogtest.WaitFor(t, time.Minute, "the ledger to answer again", func() bool {
-		_, err := l.LastSeq(ctx)
-		return err == nil
-	})
-	if n := l.Reconnects(); n == 0 {
-		t.Fatal("the ledger answered on a new connection with no reconnect counted")
-	}
-}

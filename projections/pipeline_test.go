@@ -197,23 +197,7 @@ func mustDump(t *testing.T, s *Store) map[string]map[string]string {
 // chunks, while the applier would wait (txSpan.flush), makes the same file
 // as one applied a transaction a batch.
 func TestFlushedSpanMakesTheSameFile(t *testing.T) {
-	ctx := context.Background()
-	l := depositLedger(t, 2000, 7)
-	var recs []eventlog.Record
-	for {
-		page, _, err := l.Read(ctx, l.Subjects().All(), uint64(len(recs)), 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		recs = append(recs, page...)
-	}
-	evs, err := decodeAll(recs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, evs := readDecoded(t, depositLedger(t, 2000, 7), 500)
 	dir := t.TempDir()
 	s, err := openRebuild(filepath.Join(dir, "flushed.db"))
 	if err != nil {

@@ -121,23 +121,7 @@ func BenchmarkRebuild(b *testing.B) {
 // runs them per event (what bounds a replay, since bbolt has one writer)
 // and the pages its commits wrote.
 func BenchmarkApplyDecoded(b *testing.B) {
-	ctx := context.Background()
-	l := depositLedger(b, 100_000, 1000)
-	var recs []eventlog.Record
-	for {
-		page, _, err := l.Read(ctx, l.Subjects().All(), uint64(len(recs)), 10_000)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		recs = append(recs, page...)
-	}
-	evs, err := decodeAll(recs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	recs, evs := readDecoded(b, depositLedger(b, 100_000, 1000), 10_000)
 	dir := b.TempDir()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -188,4 +172,27 @@ func cpuTime(b testing.TB, who int) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readDecoded reads the whole ledger, pages of page records, and decodes
+// it as a rebuild does.
+func readDecoded(tb testing.TB, l *eventlog.Ledger, page int) ([]eventlog.Record, []domain.Event) {
+	tb.Helper()
+	ctx := context.Background()
+	var recs []eventlog.Record
+	for {
+		got, _, err := l.Read(ctx, l.Subjects().All(), uint64(len(recs)), page)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		recs = append(recs, got...)
+	}
+	evs, err := decodeAll(recs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return recs, evs
 }

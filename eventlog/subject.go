@@ -58,9 +58,6 @@ func (s Subjects) Noun(partner, noun string) string {
 	return s.prefix() + partner + ".*.*." + noun + ".*"
 }
 
-// AllPublic matches every partner's public events.
-func (s Subjects) AllPublic() string { return s.prefix() + "*.*.pub.>" }
-
 // OfType matches every partner's events of one type.
 func (s Subjects) OfType(eventType string) string {
 	spec, _ := domain.EventTypeSpec(eventType)

@@ -365,10 +365,7 @@ func (t *txSpan) syncBehind() {
 	if t.syncing != nil {
 		select {
 		case err := <-t.syncing:
-			t.syncing = nil
-			if err != nil {
-				t.syncErr = err
-			}
+			t.synced(err)
 		default:
 			return
 		}
@@ -384,12 +381,17 @@ func (t *txSpan) syncBehind() {
 // mean the file is on disk. The file must not be closed before it returns.
 func (t *txSpan) waitSync() error {
 	if t.syncing != nil {
-		if err := <-t.syncing; err != nil && t.syncErr == nil {
-			t.syncErr = err
-		}
-		t.syncing = nil
+		t.synced(<-t.syncing)
 	}
 	return t.syncErr
+}
+
+// synced takes the result of the background sync: the first error stays.
+func (t *txSpan) synced(err error) {
+	t.syncing = nil
+	if err != nil && t.syncErr == nil {
+		t.syncErr = err
+	}
 }
 
 // flush makes the writes to the feed, its types and the public events

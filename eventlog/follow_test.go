@@ -26,8 +26,7 @@ func TestFollowHandsABacklogInFullBatches(t *testing.T) {
 	pt := createPartner(t, l, "Acme")
 	var evs []domain.Event
 	for range 499 {
-		key := domain.GenerateKey(domain.Sandbox)
-		evs = append(evs, domain.NewEvent(pt, pt, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash}))
+		evs = append(evs, keyIssued(pt))
 	}
 	if _, err := l.Fill(ctx, evs); err != nil {
 		t.Fatal(err)
@@ -149,14 +148,10 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 		}
 		return *ev
 	}
-	internal := func() domain.Event {
-		key := domain.GenerateKey(domain.Sandbox)
-		return domain.NewEvent(pt, pt, "", now, &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
-	}
 	// Three public events, each after an internal one.
 	var public []uint64
 	for i := range 3 {
-		seqs, err := l.Fill(ctx, []domain.Event{internal(), deposit(i)})
+		seqs, err := l.Fill(ctx, []domain.Event{keyIssued(pt), deposit(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

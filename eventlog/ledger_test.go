@@ -35,13 +35,19 @@ func createPartner(t *testing.T, l *eventlog.Ledger, name string) string {
 	return id
 }
 
+// keyIssued is a new API key's event on the partner's aggregate, as
+// appended without a command (an internal event).
+func keyIssued(partner string) domain.Event {
+	key := domain.GenerateKey(domain.Sandbox)
+	return domain.NewEvent(partner, partner, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
+}
+
 func TestAppendDetectsConflictAndDuplicates(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
 
-	key := domain.GenerateKey(domain.Sandbox)
-	ev := domain.NewEvent(pt, pt, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
+	ev := keyIssued(pt)
 	// The aggregate already holds partner.created at sequence 1, so
 	// expecting an empty aggregate must conflict.
 	if _, err := l.Append(ctx, ev, "k1", 0); !errors.Is(err, eventlog.ErrConflict) {

@@ -33,8 +33,7 @@ func TestNothingToAppendIsDecidedOnTheWholeHistory(t *testing.T) {
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 			seen = append(seen, len(h.Events))
 			if len(seen) == 1 {
-				key := domain.GenerateKey(domain.Sandbox)
-				ev := domain.NewEvent(pt, pt, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
+				ev := keyIssued(pt)
 				if _, err := l.Append(ctx, ev, "", h.Last); err != nil {
 					return nil, err
 				}

@@ -159,8 +159,15 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	return err
 }
 
-// nak hands a message back to be handed out again at once.
-func nak(m jetstream.Msg) { _ = m.Nak() }
+// nak hands a message back to be handed out again at once. It is a nak
+// with a delay (of a millisecond), not a plain one: the server keeps a
+// plain nak only in memory (its redelivery queue), so when the server
+// stops too (a service stop stops its embedded server), the message stays
+// held after the restart until its ack wait runs out, as if never handed
+// back (78 s for the fan-out). A delayed nak moves the time the message
+// was handed out, which the server stores with the consumer's state, so
+// the restarted server hands it out within the delay.
+func nak(m jetstream.Msg) { _ = m.NakWithDelay(time.Millisecond) }
 
 // internal settles an internal event as it arrives: a shared reader hands
 // out only the partners' public events. It acknowledges the message at

@@ -142,10 +142,11 @@ func (j Job) Subject() string { return j.msg.Subject() }
 // Ack settles the job as done.
 func (j Job) Ack() { _ = j.msg.Ack() }
 
-// Retry has the job handed out again after delay (at once for 0).
+// Retry has the job handed out again after delay (at once for 0, as nak
+// does: also after a restart of the server).
 func (j Job) Retry(delay time.Duration) {
 	if delay <= 0 {
-		_ = j.msg.Nak()
+		nak(j.msg)
 		return
 	}
 	_ = j.msg.NakWithDelay(delay)

@@ -88,6 +88,7 @@ func (d *Dispatcher) push(ctx context.Context, p pushed) bool {
 	}
 	select {
 	case pu.jobs <- p:
+		pu.settleIfStopped(ctx)
 		return true
 	default:
 	}
@@ -98,6 +99,7 @@ func (d *Dispatcher) push(ctx context.Context, p pushed) bool {
 	defer t.Stop()
 	select {
 	case pu.jobs <- p:
+		pu.settleIfStopped(ctx)
 		return true
 	case <-t.C:
 		pu.congested.Store(true)
@@ -114,11 +116,17 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 	for {
 		select {
 		case <-ctx.Done():
-			return // what waits is settled by no one: the fan-out hands it out again
+			pu.stop()
+			pu.settleWaiting(ctx)
+			return
 		case <-pu.stopped:
+			pu.settleWaiting(ctx)
 			return
 		case p := <-pu.jobs:
 			if !pu.hold(ctx) {
+				p.done(false)
+				pu.stop()
+				pu.settleWaiting(ctx)
 				return
 			}
 			v, _, _ := d.attempt(ctx, p.j, p.rec)
@@ -128,6 +136,37 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 				pu.congested.Store(false)
 			}
 		}
+	}
+}
+
+// settleWaiting settles the jobs a stopped pusher still holds. Left alone,
+// each one's event would stay out until the fan-out's hold ran out (80 s
+// by default), and with it every instance's view of the fan-out as caught
+// up. When the dispatcher stops, they are failed, so their events are
+// handed out again at once to whichever instance runs next (an endpoint
+// of the event that was already delivered gets it again, as it would after
+// the hold). When the endpoint is gone (deleted or disabled), they are
+// settled as done: it wants nothing more.
+func (p *pusher) settleWaiting(ctx context.Context) {
+	ok := ctx.Err() == nil
+	for {
+		select {
+		case w := <-p.jobs:
+			w.done(ok)
+		default:
+			return
+		}
+	}
+}
+
+// settleIfStopped settles what waits when the pusher has stopped: a job
+// handed to it as it stopped may have come after its goroutines settled
+// what waited (they stop it first, then settle).
+func (p *pusher) settleIfStopped(ctx context.Context) {
+	select {
+	case <-p.stopped:
+		p.settleWaiting(ctx)
+	default:
 	}
 }
 

@@ -425,6 +425,49 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 	}
 }
 
+// A stop while first attempts wait in an endpoint's pusher (one attempt
+// under way, the rest behind it) hands their events back: the next start
+// delivers them at once, not after the fan-out's hold on unsettled events
+// (here (4+1)×30 s + 30 s).
+func TestWebhookAttemptsWaitingAtStopAreDeliveredAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	slow := withWebhooks(func(c *dispatcher.Config) { c.Timeout, c.Concurrency = 30*time.Second, 1 })
+	ts := startStack(t, withDir(dir), slow)
+	c, pid := ts.partner(t)
+	var hanging atomic.Bool
+	hanging.Store(true)
+	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int {
+		if hanging.Load() {
+			return 0
+		}
+		return http.StatusOK
+	})
+	ep := createEndpoint(t, c, rc.URL)
+	want := map[string]bool{}
+	for range 3 {
+		_, id, _ := appendEnrollment(t, ts.Ledger, pid)
+		want[id] = true
+	}
+	// One attempt hangs; the two other events wait behind it in the pusher.
+	waitFor(t, 15*time.Second, "the first attempt under way", func() bool { return rc.count() == 1 })
+	ts.stop()
+	hanging.Store(false)
+
+	restarted := time.Now()
+	ts = startStack(t, withDir(dir), slow)
+	defer ts.stop()
+	waitFor(t, 20*time.Second, "every event delivered after the restart", func() bool {
+		return len(rc.accepted()) == len(want)
+	})
+	for id := range rc.accepted() {
+		if !want[id] {
+			t.Errorf("delivered %q, which is none of the events", id)
+		}
+	}
+	t.Logf("every event delivered %s after the restart began", time.Since(restarted).Round(time.Millisecond))
+	rc.verifyAll(t, ep.Secret)
+}
+
 // One endpoint hangs, one is healthy: the healthy one gets all 500 events
 // promptly. Latency runs from the moment each append was acknowledged (the
 // event exists in the ledger) to the moment the receiver got it; the time the

@@ -88,7 +88,7 @@ func (d *Dispatcher) push(ctx context.Context, p pushed) bool {
 	}
 	select {
 	case pu.jobs <- p:
-		pu.settleIfStopped(ctx)
+		pu.settleIfStopped()
 		return true
 	default:
 	}
@@ -99,7 +99,7 @@ func (d *Dispatcher) push(ctx context.Context, p pushed) bool {
 	defer t.Stop()
 	select {
 	case pu.jobs <- p:
-		pu.settleIfStopped(ctx)
+		pu.settleIfStopped()
 		return true
 	case <-t.C:
 		pu.congested.Store(true)
@@ -117,16 +117,16 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 		select {
 		case <-ctx.Done():
 			pu.stop()
-			pu.settleWaiting(ctx)
+			pu.settleWaiting()
 			return
 		case <-pu.stopped:
-			pu.settleWaiting(ctx)
+			pu.settleWaiting()
 			return
 		case p := <-pu.jobs:
 			if !pu.hold(ctx) {
 				p.done(false)
 				pu.stop()
-				pu.settleWaiting(ctx)
+				pu.settleWaiting()
 				return
 			}
 			v, _, _ := d.attempt(ctx, p.j, p.rec)
@@ -142,17 +142,17 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 // settleWaiting settles the jobs a stopped pusher still holds. Left alone,
 // each one's event would stay out until the fan-out's hold ran out (80 s
 // by default), and with it every instance's view of the fan-out as caught
-// up. When the dispatcher stops, they are failed, so their events are
-// handed out again at once to whichever instance runs next (an endpoint
-// of the event that was already delivered gets it again, as it would after
-// the hold). When the endpoint is gone (deleted or disabled), they are
-// settled as done: it wants nothing more.
-func (p *pusher) settleWaiting(ctx context.Context) {
-	ok := ctx.Err() == nil
+// up. They are failed, so their events are handed out again at once and
+// fanned out afresh: to whichever instance runs next when the dispatcher
+// stops, to the endpoints that then exist when the endpoint was deleted or
+// disabled (or when the pusher was stopped on a stale view of them). An
+// endpoint of the event that was already delivered gets it again, as it
+// would after the hold: delivery is at least once.
+func (p *pusher) settleWaiting() {
 	for {
 		select {
 		case w := <-p.jobs:
-			w.done(ok)
+			w.done(false)
 		default:
 			return
 		}
@@ -162,10 +162,10 @@ func (p *pusher) settleWaiting(ctx context.Context) {
 // settleIfStopped settles what waits when the pusher has stopped: a job
 // handed to it as it stopped may have come after its goroutines settled
 // what waited (they stop it first, then settle).
-func (p *pusher) settleIfStopped(ctx context.Context) {
+func (p *pusher) settleIfStopped() {
 	select {
 	case <-p.stopped:
-		p.settleWaiting(ctx)
+		p.settleWaiting()
 	default:
 	}
 }

@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	memory := fs.String("memory", "auto", "memory the service may use, as serve's --memory (Go runtime soft limit of the whole bench process and of the serve child the read side measures, embedded NATS memory store): a size, auto or 0 for no limit")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write heap profiles at each ledger size to this path, suffixed with the size: the bench's process's, and serve's own (.serve.<size>)")
-	fs.IntVar(&o.Burst, "burst", 5000, "read side: webhook deliveries the dispatch burst measures")
+	fs.IntVar(&o.Burst, "burst", bench.DefaultBurst, "read side: webhook deliveries the dispatch burst measures")
 	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size")
 	fs.Float64Var(&o.WriteRate, "write-rate", 0, "write side: pace the clients to this many requests a second in all, to compare builds by CPU per request at one load (default: each client sends as soon as answered)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")

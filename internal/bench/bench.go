@@ -29,6 +29,13 @@ import (
 	"github.com/partnergiving/giving/internal/stack"
 )
 
+// DefaultBurst is how many webhook deliveries the dispatch burst measures
+// unless told: about a second and a half of deliveries here, long enough
+// for the steady rate. The 5,000 it was before ran mostly before the
+// projector's catch-up and the collector weighed in, and flattered the
+// ratio by about a tenth (BENCHMARKS.md, sessions 7 and 8).
+const DefaultBurst = 20000
+
 // Options configure a run.
 type Options struct {
 	// Dir is where fresh data directories are made (a temporary directory
@@ -48,7 +55,7 @@ type Options struct {
 	// Partners share the read side's events (default 1,000).
 	Partners int
 	// Burst is how many webhook deliveries the burst measures (default
-	// 5,000).
+	// DefaultBurst).
 	Burst int
 	// Memory is the service's memory setting (eventlog.Config.Memory).
 	Memory int64
@@ -147,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Partners = 1000
 	}
 	if o.Burst <= 1 {
-		o.Burst = 5000
+		o.Burst = DefaultBurst
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

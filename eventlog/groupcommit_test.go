@@ -87,13 +87,14 @@ func TestGroupCommitKeepsEachAppendsChecks(t *testing.T) {
 	raced := map[string]*atomic.Int32{}
 	for range 64 {
 		agg := domain.NewID(domain.PrefixPartner)
-		raced[agg] = &atomic.Int32{}
+		stored := &atomic.Int32{}
+		raced[agg] = stored
 		for _, ev := range []domain.Event{event(agg), keyIssued(agg)} {
 			race.Go(func() {
 				_, err := l.Append(ctx, ev, "", 0)
 				switch {
 				case err == nil:
-					raced[agg].Add(1)
+					stored.Add(1)
 				case !errors.Is(err, eventlog.ErrConflict):
 					t.Errorf("append to %s: %v", agg, err)
 				}

@@ -241,6 +241,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d.attempts.Settle(sctx)
+	// So do the fan-out's acknowledgements and hand-backs, the last of
+	// them sent by the pushers just stopped: otherwise a server stopping
+	// with the service could lose some, and hold their events until the
+	// fan-out's hold ran out.
+	if err := d.fanout.Settled(sctx); err != nil {
+		d.log.Warn().Err(err).Msg("webhook fan-out: the server did not confirm the last settlements before the stop")
+	}
 }
 
 // pause waits for d or the end of ctx.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,10 +48,15 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 type Delivery struct {
 	Record Record
 	msg    jetstream.Msg
+	r      *SharedReader
 }
 
 // Ack settles the delivery as done.
-func (d Delivery) Ack() { _ = d.msg.Ack() }
+func (d Delivery) Ack() {
+	if d.msg.Ack() == nil {
+		d.r.acked(d.msg)
+	}
+}
 
 // Retry has the event handed out again after delay.
 func (d Delivery) Retry(delay time.Duration) { _ = d.msg.NakWithDelay(delay) }
@@ -67,6 +73,9 @@ type SharedReader struct {
 	cons jetstream.Consumer
 	// unreadable reports a message that does not parse as a ledger record.
 	unreadable func(error)
+	// lastAcked is the acknowledgement subject of a message this reader
+	// acknowledged last, for Settled.
+	lastAcked atomic.Pointer[string]
 }
 
 // SharedReaderConfig tunes a shared reader.
@@ -146,17 +155,52 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 				_ = m.Term()
 				continue
 			}
-			out = append(out, Delivery{Record: rec, msg: m})
+			out = append(out, Delivery{Record: rec, msg: m, r: r})
 		}
 		if len(out) > 0 {
 			handle(out)
 		}
 		return nil
 	}, jetstream.WithMessagesErrOnMissingHeartbeat(false))
+	sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), handBackWait)
+	defer stop()
+	_ = r.Settled(sctx) // what it handed back, for a stop of the server that may follow
 	if cause := context.Cause(ctx); errors.Is(cause, errReaderGone) {
 		return cause
 	}
 	return err
+}
+
+// Settled waits until the server has taken in every acknowledgement and
+// hand-back this instance sent for the reader. The server takes them in
+// one after another, behind the client's back: a message whose nak or ack
+// was sent but not yet taken in when the server stopped (a service stop
+// stops its embedded server too) is, after the restart, still held as
+// handed out, until the hold runs out (80 s for the fan-out), and then
+// handed out again. Settled asks the server to answer one more
+// acknowledgement, on a message already acknowledged, where it changes
+// nothing: the consumer takes in a client's acknowledgements in the order
+// sent, so its answer comes once the earlier ones are in. Call it after
+// the last settlement, before the connection closes.
+func (r *SharedReader) Settled(ctx context.Context) error {
+	subject := r.lastAcked.Load()
+	if subject == nil {
+		return nil // nothing acknowledged: nothing handed back either, or only before a first ack
+	}
+	if _, err := r.l.nc.RequestWithContext(ctx, *subject, ackProgress); err != nil {
+		return natsErr("shared reader: settled", err)
+	}
+	return nil
+}
+
+// ackProgress is the acknowledgement that only tells the server a message
+// is still being worked on; on a message no longer held it does nothing.
+var ackProgress = []byte("+WPI")
+
+// acked notes m, just acknowledged, for Settled.
+func (r *SharedReader) acked(m jetstream.Msg) {
+	subject := m.Reply()
+	r.lastAcked.Store(&subject)
 }
 
 // nak hands a message back to be handed out again at once. It is a nak
@@ -177,7 +221,9 @@ func (r *SharedReader) internal(m jetstream.Msg) bool {
 	if err != nil || p.Public {
 		return false
 	}
-	_ = m.Ack()
+	if m.Ack() == nil {
+		r.acked(m)
+	}
 	return true
 }
 

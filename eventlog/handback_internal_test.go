@@ -66,12 +66,11 @@ func TestAHandedBackMessageComesBackAfterARestartOfTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for m := range again.Messages() {
-		meta, _ := m.Metadata()
-		if meta.Sequence.Stream != handedBack.Sequence.Stream {
-			t.Fatalf("handed out %d after the restart, want %d", meta.Sequence.Stream, handedBack.Sequence.Stream)
-		}
-		return
+	m, ok := <-again.Messages()
+	if !ok {
+		t.Fatalf("the message handed back (sequence %d) was not handed out again within 5 s of the restart: held for the ack wait (an hour)", handedBack.Sequence.Stream)
 	}
-	t.Fatalf("the message handed back (sequence %d) was not handed out again within 5 s of the restart: held for the ack wait (an hour)", handedBack.Sequence.Stream)
+	if meta, _ := m.Metadata(); meta.Sequence.Stream != handedBack.Sequence.Stream {
+		t.Fatalf("handed out %d after the restart, want %d", meta.Sequence.Stream, handedBack.Sequence.Stream)
+	}
 }

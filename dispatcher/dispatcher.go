@@ -128,6 +128,11 @@ func (d *Dispatcher) DisableWith(f func(ctx context.Context, partner, endpoint s
 // fanoutConsumer is the durable name every instance shares on the ledger.
 const fanoutConsumer = "webhook_fanout"
 
+// fanOutHold is how long the events an instance had taken wait, after it
+// died (or lost one on its way), before the fan-out hands them out again.
+// While the instance lives, the fan-out's reader keeps what it works on.
+const fanOutHold = 10 * time.Second
+
 // fanOutMaxOut bounds the events being delivered at once, across every
 // instance. A hanging endpoint holds at most its pusher's slots and backlog
 // of them, so many hanging endpoints are needed before healthy ones wait.
@@ -165,10 +170,12 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 	}
 	d.fanout, err = d.ledger.OpenSharedReader(ctx, eventlog.SharedReaderConfig{
 		Name: fanoutConsumer, Description: "Fans partner events out to webhook deliveries.",
-		// A pushed first attempt may wait behind its pusher's backlog, then
-		// run: the event stays out that long at most.
-		Hold:   time.Duration(pushBacklog+1)*d.cfg.Timeout + 30*time.Second,
-		MaxOut: fanOutMaxOut,
+		// An instance that dies holds its events for fanOutHold; while
+		// alive it keeps an event as long as a pushed first attempt may
+		// wait behind its pusher's backlog and then run, at most.
+		Hold:    fanOutHold,
+		MaxHold: time.Duration(pushBacklog+1)*d.cfg.Timeout + 30*time.Second,
+		MaxOut:  fanOutMaxOut,
 	}, func(err error) {
 		d.log.Error().Err(err).Msg("webhook fan-out: unreadable ledger message")
 	})

@@ -428,7 +428,7 @@ func TestWebhookReceiverDownAcrossRestartGetsEveryEvent(t *testing.T) {
 // A stop while first attempts wait in an endpoint's pusher (one attempt
 // under way, the rest behind it) hands their events back: the next start
 // delivers them at once, not after the fan-out's hold on unsettled events
-// (here (4+1)×30 s + 30 s).
+// (10 s).
 func TestWebhookAttemptsWaitingAtStopAreDeliveredAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	slow := withWebhooks(func(c *dispatcher.Config) { c.Timeout, c.Concurrency = 30*time.Second, 1 })
@@ -456,7 +456,7 @@ func TestWebhookAttemptsWaitingAtStopAreDeliveredAfterRestart(t *testing.T) {
 	restarted := time.Now()
 	ts = startStack(t, withDir(dir), slow)
 	defer ts.stop()
-	waitFor(t, 20*time.Second, "every event delivered after the restart", func() bool {
+	waitFor(t, 6*time.Second, "every event delivered after the restart, well within the hold", func() bool {
 		return len(rc.accepted()) == len(want)
 	})
 	for id := range rc.accepted() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,20 +50,34 @@ type Delivery struct {
 	Record Record
 	msg    jetstream.Msg
 	r      *SharedReader
+	out    *handedOut
 }
 
 // Ack settles the delivery as done.
 func (d Delivery) Ack() {
+	d.r.settled(d.out)
 	if d.msg.Ack() == nil {
 		d.r.acked(d.msg)
 	}
 }
 
 // Retry has the event handed out again after delay.
-func (d Delivery) Retry(delay time.Duration) { _ = d.msg.NakWithDelay(delay) }
+func (d Delivery) Retry(delay time.Duration) {
+	d.r.settled(d.out)
+	_ = d.msg.NakWithDelay(delay)
+}
 
 // Drop settles a delivery that can never be handled.
-func (d Delivery) Drop() { _ = d.msg.Term() }
+func (d Delivery) Drop() {
+	d.r.settled(d.out)
+	_ = d.msg.Term()
+}
+
+// handedOut is a delivery handed to the handler and not settled yet.
+type handedOut struct {
+	msg   jetstream.Msg
+	since time.Time
+}
 
 // SharedReader is a durable position in the partners' public events, shared
 // by every instance that opens it under the same name: each event is handed
@@ -76,14 +91,26 @@ type SharedReader struct {
 	// lastAcked is the acknowledgement subject of a message this reader
 	// acknowledged last, for Settled.
 	lastAcked atomic.Pointer[string]
+	// hold and maxHold are the config's Hold and MaxHold; out holds the
+	// deliveries handed out and not settled, which keepAlive speaks for.
+	hold, maxHold time.Duration
+	mu            sync.Mutex
+	out           map[*handedOut]struct{}
 }
 
 // SharedReaderConfig tunes a shared reader.
 type SharedReaderConfig struct {
 	Name, Description string
-	// Hold is how long an event handed out may go unsettled before it is
-	// handed out again (to any instance).
+	// Hold is how long an event handed out may go unsettled, with no word
+	// from the instance that has it, before it is handed out again (to
+	// any instance): how long the events of an instance that died wait.
 	Hold time.Duration
+	// MaxHold, when longer than Hold, is how long an instance may keep an
+	// event it has not settled: while it does, the reader tells the
+	// server it still works on the event, every third of Hold, until
+	// MaxHold has passed since the event was handed out (a handler that
+	// lost it lets it go then).
+	MaxHold time.Duration
 	// MaxOut bounds the events handed out and not yet settled, across every
 	// instance.
 	MaxOut int
@@ -117,7 +144,69 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 	if err != nil {
 		return nil, err
 	}
-	return &SharedReader{l: l, cons: cons, unreadable: unreadable}, nil
+	return &SharedReader{l: l, cons: cons, unreadable: unreadable, hold: cfg.Hold, maxHold: cfg.MaxHold, out: map[*handedOut]struct{}{}}, nil
+}
+
+// handOut notes a delivery handed to the handler, for keepAlive.
+func (r *SharedReader) handOut(m jetstream.Msg, now time.Time) *handedOut {
+	if r.maxHold <= r.hold {
+		return nil // nothing to keep alive
+	}
+	h := &handedOut{msg: m, since: now}
+	r.mu.Lock()
+	r.out[h] = struct{}{}
+	r.mu.Unlock()
+	return h
+}
+
+// settled forgets a delivery that is being settled.
+func (r *SharedReader) settled(h *handedOut) {
+	if h == nil {
+		return
+	}
+	r.mu.Lock()
+	delete(r.out, h)
+	r.mu.Unlock()
+}
+
+// keepAlive tells the server, every third of the hold, that the events
+// handed out here and not settled are still being worked on, so that the
+// hold can be short (an instance that dies holds its events that long)
+// while an event may wait here longer (behind a slow endpoint's backlog),
+// up to MaxHold.
+func (r *SharedReader) keepAlive(ctx context.Context) {
+	if r.maxHold <= r.hold {
+		return
+	}
+	every := r.hold / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var alive []jetstream.Msg
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			alive = alive[:0]
+			r.mu.Lock()
+			for h := range r.out {
+				// Younger than a third of the hold: the next tick comes
+				// before it runs out. Past MaxHold less the hold: let it
+				// run out. Past MaxHold: handed out again by now, as
+				// another delivery; forgotten here.
+				switch age := now.Sub(h.since); {
+				case age >= r.maxHold:
+					delete(r.out, h)
+				case age >= every && age < r.maxHold-r.hold:
+					alive = append(alive, h.msg)
+				}
+			}
+			r.mu.Unlock()
+			for _, m := range alive {
+				_ = m.InProgress()
+			}
+		}
+	}
 }
 
 // Consume hands this instance's share of the public events to handle in
@@ -126,7 +215,8 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 // is reported and dropped. When the consuming ends, the events that had
 // arrived and were not handed to handle are handed back, for any instance
 // to have at once (consumeBatches says how sure that is); those handed
-// out stay held until settled or the hold runs out.
+// out stay held until settled or the hold runs out. While it runs, it
+// keeps the events handed out and not settled alive (keepAlive).
 func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Delivery)) error {
 	// A missing heartbeat is not a failure to stop on for a durable shared
 	// reader: the iterator then drops what it counted as asked for and asks
@@ -146,8 +236,10 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go r.watch(ctx, cancel)
+	go r.keepAlive(ctx)
 	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, func(batch []jetstream.Msg) error {
 		out := make([]Delivery, 0, len(batch))
+		now := time.Now()
 		for _, m := range batch {
 			rec, err := r.l.recordOfMsg(m)
 			if err != nil {
@@ -155,7 +247,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 				_ = m.Term()
 				continue
 			}
-			out = append(out, Delivery{Record: rec, msg: m, r: r})
+			out = append(out, Delivery{Record: rec, msg: m, r: r, out: r.handOut(m, now)})
 		}
 		if len(out) > 0 {
 			handle(out)
@@ -176,7 +268,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 // one after another, behind the client's back: a message whose nak or ack
 // was sent but not yet taken in when the server stopped (a service stop
 // stops its embedded server too) is, after the restart, still held as
-// handed out, until the hold runs out (80 s for the fan-out), and then
+// handed out, until the hold runs out (10 s for the fan-out), and then
 // handed out again. Settled asks the server to answer one more
 // acknowledgement, on a message already acknowledged, where it changes
 // nothing: the consumer takes in a client's acknowledgements in the order
@@ -208,7 +300,7 @@ func (r *SharedReader) acked(m jetstream.Msg) {
 // plain nak only in memory (its redelivery queue), so when the server
 // stops too (a service stop stops its embedded server), the message stays
 // held after the restart until its ack wait runs out, as if never handed
-// back (78 s for the fan-out). A delayed nak moves the time the message
+// back (a whole hold). A delayed nak moves the time the message
 // was handed out, which the server stores with the consumer's state, so
 // the restarted server hands it out within the delay.
 func nak(m jetstream.Msg) { _ = m.NakWithDelay(time.Millisecond) }

@@ -228,3 +228,59 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 		return err == nil && pending == 0 && unsettled == 1
 	})
 }
+
+// A shared reader whose hold is short keeps an event its handler still
+// works on past the hold (it tells the server so), up to MaxHold, and then
+// lets it go: a dead instance's events wait only the hold, a slow one's up
+// to MaxHold.
+func TestASharedReaderKeepsWhatItWorksOnUpToMaxHold(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+	now := time.Now()
+	ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
+		PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "kept-alive",
+		AccountRef: "acct_test", Amount: 100, BankTS: now,
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := l.Fill(ctx, []domain.Event{*ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold, maxHold = 3 * time.Second, 9 * time.Second
+	r, err := l.OpenSharedReader(ctx, eventlog.SharedReaderConfig{Name: "alive", Hold: hold, MaxHold: maxHold, MaxOut: 10}, func(err error) { t.Errorf("unreadable: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed := make(chan time.Time, 10)
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = r.Consume(cctx, 10, func(ds []eventlog.Delivery) {
+			for _, d := range ds {
+				if d.Record.Seq == seqs[0] {
+					handed <- time.Now() // and never settled
+				}
+			}
+		})
+	}()
+	var first time.Time
+	select {
+	case first = <-handed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event was not handed out")
+	}
+	select {
+	case again := <-handed:
+		// Kept alive until MaxHold less the hold at the least, then the
+		// hold runs out: without the keeping alive it comes back after
+		// the hold.
+		if d := again.Sub(first); d < maxHold-hold {
+			t.Fatalf("handed out again %s after the first time: kept alive only for the hold (%s), not up to MaxHold (%s)", d.Round(time.Millisecond), hold, maxHold)
+		}
+	case <-time.After(maxHold + 2*hold):
+		t.Fatalf("not handed out again within %s: kept past MaxHold (%s)", maxHold+2*hold, maxHold)
+	}
+}

@@ -88,9 +88,9 @@ type SharedReader struct {
 	cons jetstream.Consumer
 	// unreadable reports a message that does not parse as a ledger record.
 	unreadable func(error)
-	// lastAcked is the acknowledgement subject of a message this reader
-	// acknowledged last, for Settled.
-	lastAcked atomic.Pointer[string]
+	// ackedSubject is the acknowledgement subject of a message this
+	// reader has acknowledged (the first one), for Settled.
+	ackedSubject atomic.Pointer[string]
 	// hold and maxHold are the config's Hold and MaxHold; out holds the
 	// deliveries handed out and not settled, which keepAlive speaks for.
 	hold, maxHold time.Duration
@@ -149,8 +149,8 @@ func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, u
 
 // handOut notes a delivery handed to the handler, for keepAlive.
 func (r *SharedReader) handOut(m jetstream.Msg, now time.Time) *handedOut {
-	if r.maxHold <= r.hold {
-		return nil // nothing to keep alive
+	if !r.keepsAlive() {
+		return nil
 	}
 	h := &handedOut{msg: m, since: now}
 	r.mu.Lock()
@@ -169,13 +169,17 @@ func (r *SharedReader) settled(h *handedOut) {
 	r.mu.Unlock()
 }
 
+// keepsAlive reports whether the reader keeps what it handed out alive:
+// when its MaxHold is longer than its hold.
+func (r *SharedReader) keepsAlive() bool { return r.maxHold > r.hold }
+
 // keepAlive tells the server, every third of the hold, that the events
 // handed out here and not settled are still being worked on, so that the
 // hold can be short (an instance that dies holds its events that long)
 // while an event may wait here longer (behind a slow endpoint's backlog),
 // up to MaxHold.
 func (r *SharedReader) keepAlive(ctx context.Context) {
-	if r.maxHold <= r.hold {
+	if !r.keepsAlive() {
 		return
 	}
 	every := r.hold / 3
@@ -270,12 +274,12 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 // stops its embedded server too) is, after the restart, still held as
 // handed out, until the hold runs out (10 s for the fan-out), and then
 // handed out again. Settled asks the server to answer one more
-// acknowledgement, on a message already acknowledged, where it changes
-// nothing: the consumer takes in a client's acknowledgements in the order
-// sent, so its answer comes once the earlier ones are in. Call it after
+// acknowledgement, on a message already acknowledged (any one: it changes
+// nothing there), and the consumer takes in a client's acknowledgements in
+// the order sent, so its answer comes once the earlier ones are in. Call it after
 // the last settlement, before the connection closes.
 func (r *SharedReader) Settled(ctx context.Context) error {
-	subject := r.lastAcked.Load()
+	subject := r.ackedSubject.Load()
 	if subject == nil {
 		return nil // nothing acknowledged: nothing handed back either, or only before a first ack
 	}
@@ -289,10 +293,14 @@ func (r *SharedReader) Settled(ctx context.Context) error {
 // is still being worked on; on a message no longer held it does nothing.
 var ackProgress = []byte("+WPI")
 
-// acked notes m, just acknowledged, for Settled.
+// acked notes m, just acknowledged, for Settled, if no message was noted
+// before: one is enough, so acknowledging costs no more than a load.
 func (r *SharedReader) acked(m jetstream.Msg) {
+	if r.ackedSubject.Load() != nil {
+		return
+	}
 	subject := m.Reply()
-	r.lastAcked.Store(&subject)
+	r.ackedSubject.CompareAndSwap(nil, &subject)
 }
 
 // nak hands a message back to be handed out again at once. It is a nak

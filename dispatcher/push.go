@@ -142,12 +142,13 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 // settleWaiting settles the jobs a stopped pusher still holds. Left alone,
 // each one's event would stay out, kept alive by the fan-out's reader,
 // until its MaxHold ran out (80 s by default), and with it every
-// instance's view of the fan-out as caught up. They are failed, so their events are handed out again at once and
-// fanned out afresh: to whichever instance runs next when the dispatcher
-// stops, to the endpoints that then exist when the endpoint was deleted or
-// disabled (or when the pusher was stopped on a stale view of them). An
-// endpoint of the event that was already delivered gets it again, as it
-// would after the hold: delivery is at least once.
+// instance's view of the fan-out as caught up. They are failed, so their
+// events are handed out again at once and fanned out afresh: to whichever
+// instance runs next when the dispatcher stops, to the endpoints that then
+// exist when the endpoint was deleted or disabled (or when the pusher was
+// stopped on a stale view of them). An endpoint of the event that was
+// already delivered gets it again, as it would after the hold: delivery
+// is at least once.
 func (p *pusher) settleWaiting() {
 	for {
 		select {

@@ -166,6 +166,9 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 	// the next two are taken from the server and wait in the reader.
 	first := make(chan eventlog.Delivery, 1)
 	cctx, stop := context.WithCancel(ctx)
+	// A failure below must not leave the handler waiting, nor the reader
+	// with it, for the ledger's clean-up.
+	defer stop()
 	ended := make(chan error, 1)
 	go func() {
 		ended <- r.Consume(cctx, 1, func(ds []eventlog.Delivery) {
@@ -173,7 +176,11 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 				if !d.Record.Public {
 					t.Errorf("handed out internal sequence %d", d.Record.Seq)
 				}
-				first <- d
+				select {
+				case first <- d:
+				default:
+					t.Errorf("handed out sequence %d while the first was still held", d.Record.Seq)
+				}
 			}
 			<-cctx.Done()
 		})
@@ -204,7 +211,11 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 		_ = r.Consume(cctx2, 10, func(ds []eventlog.Delivery) {
 			for _, d := range ds {
 				d.Ack()
-				got <- d.Record.Seq
+				select {
+				case got <- d.Record.Seq:
+				default:
+					t.Errorf("handed out sequence %d again, beyond the two awaited", d.Record.Seq)
+				}
 			}
 		})
 	}()

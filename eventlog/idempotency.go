@@ -107,7 +107,16 @@ func (c Claim) ID() string { return c.id }
 // MsgID is the ledger dedup id for the n-th command the request runs. It is
 // the same on every retry with the same key, so the ledger stores the effect
 // once.
-func (c Claim) MsgID(n int) string { return "idem:" + c.id + ":" + strconv.Itoa(n) }
+func (c Claim) MsgID(n int) string { return requestMsgIDPrefix + c.id + ":" + strconv.Itoa(n) }
+
+// requestMsgIDPrefix begins every dedup id a Claim makes.
+const requestMsgIDPrefix = "idem:"
+
+// IsRequestMsgID reports whether msgID is a dedup id a Claim made: the
+// ids a retried request looks its earlier run's event up by. Every other
+// id (an event's own, one derived from a vendor's event id) is looked up by
+// the ledger's dedup alone.
+func IsRequestMsgID(msgID string) bool { return strings.HasPrefix(msgID, requestMsgIDPrefix) }
 
 // BeginResult says what to do with a request.
 type BeginResult struct {

@@ -7,8 +7,15 @@ import (
 )
 
 // bucketMsgIDs maps a command's dedup id to the sequence of the event it
-// appended. Only ids chosen by callers (derived from Idempotency-Keys or
-// vendor event ids) are kept; an event's own id needs no index. Written by
+// appended, for the commands run under an Idempotency-Key
+// (eventlog.IsRequestMsgID): a retry whose key record was lost looks its
+// earlier run's event up here (app's recall), past the ledger's dedup
+// window. No one looks up any other id, so none is kept: a vendor
+// event's (a bank credit's, a payroll confirmation's) is caught by the
+// ledger's dedup and by the command's own decision (a credited trace
+// credits nothing), and its entry, at a random place in the bucket, was a
+// leaf and a branch page more in every commit of a vendor event. Files
+// written before still hold such entries; nothing reads them. Written by
 // indexWrites.
 var bucketMsgIDs = bucket("msg_ids")
 

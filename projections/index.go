@@ -78,8 +78,8 @@ func newIndexWrites(n int) *indexWrites { return &indexWrites{n: n} }
 
 // indexRecord adds what rec contributes to the indexes.
 func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
-	if rec.MsgID != "" && ev.ID != rec.MsgID {
-		// Only ids chosen by callers; an event's own id needs no index.
+	if eventlog.IsRequestMsgID(rec.MsgID) {
+		// Only the ids a retried request looks up (see bucketMsgIDs).
 		w.put(indexMsgIDs, 0, w.key(rec.MsgID), w.seqKey(rec.Seq))
 	}
 	if !rec.Public {

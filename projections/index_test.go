@@ -27,7 +27,7 @@ func TestIndexWritesInKeyOrder(t *testing.T) {
 		// writes to one key twice.
 		id := fmt.Sprintf("evt_%03d", rng.IntN(50))
 		rec := eventlog.Record{Seq: seq, Partner: p, Public: rng.IntN(4) > 0, Type: []string{"a.b", "c.d"}[rng.IntN(2)],
-			MsgID: fmt.Sprintf("m%d", rng.IntN(500)), Data: fmt.Appendf(nil, "%d", seq)}
+			MsgID: fmt.Sprintf("idem:m%d:0", rng.IntN(500)), Data: fmt.Appendf(nil, "%d", seq)}
 		w.indexRecord(rec, domain.Event{ID: id})
 	}
 	rank := w.ranks()

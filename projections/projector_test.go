@@ -299,3 +299,55 @@ func TestRebuildAbandonedOnCancel(t *testing.T) {
 		t.Fatal("the loop does not follow the live file after an abandoned rebuild")
 	}
 }
+
+// The projections keep the dedup ids a retried request looks its earlier
+// run's event up by (eventlog.IsRequestMsgID), live and rebuilt, and no
+// other: a vendor event's id is only ever checked by the ledger's dedup.
+func TestOnlyRequestDedupIDsAreKept(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	create := func(msgID string) uint64 {
+		t.Helper()
+		id := domain.NewID(domain.PrefixPartner)
+		out, err := l.Execute(ctx, eventlog.Command{Partner: id, Aggregate: id, New: true, MsgID: msgID,
+			Decide: func(context.Context, eventlog.History) (*domain.Event, error) {
+				var p domain.Partner
+				ev, err := domain.CreatePartner(&p, id, "P "+msgID, domain.Sandbox, []string{"https://p.example"}, time.Now())
+				return &ev, err
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Record.Seq
+	}
+	const request, vendor = "idem:0123456789abcdef:0", "bank:evt_1:0"
+	if !eventlog.IsRequestMsgID(request) || eventlog.IsRequestMsgID(vendor) {
+		t.Fatalf("IsRequestMsgID: %q and %q misjudged", request, vendor)
+	}
+	requestSeq := create(request)
+	create(vendor)
+	create("")
+
+	live := openStore(t, filepath.Join(t.TempDir(), "live.db"))
+	defer live.Close()
+	p, stop := runProjector(t, l, live)
+	defer stop()
+	catchUp(t, p)
+	rebuilt := filepath.Join(t.TempDir(), "rebuilt.db")
+	if err := projections.BuildFile(ctx, l, rebuilt, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openStore(t, rebuilt)
+	defer fresh.Close()
+	for name, s := range map[string]*projections.Store{"live": live, "rebuilt": fresh} {
+		if seq, ok, err := s.CommandSeq(request); err != nil || !ok || seq != requestSeq {
+			t.Errorf("%s: CommandSeq(%q) = %d, %v, %v; want %d", name, request, seq, ok, err, requestSeq)
+		}
+		if seq, ok, err := s.CommandSeq(vendor); err != nil || ok {
+			t.Errorf("%s: CommandSeq(%q) = %d, %v, %v; want nothing kept", name, vendor, seq, ok, err)
+		}
+		if n := len(dump(t, s)["msg_ids"]); n != 1 {
+			t.Errorf("%s: %d dedup ids kept, want 1", name, n)
+		}
+	}
+}

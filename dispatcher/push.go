@@ -116,17 +116,15 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 	for {
 		select {
 		case <-ctx.Done():
-			pu.stop()
-			pu.settleWaiting()
+			pu.end()
 			return
 		case <-pu.stopped:
-			pu.settleWaiting()
+			pu.end()
 			return
 		case p := <-pu.jobs:
 			if !pu.hold(ctx) {
 				p.done(false)
-				pu.stop()
-				pu.settleWaiting()
+				pu.end()
 				return
 			}
 			v, _, _ := d.attempt(ctx, p.j, p.rec)
@@ -137,6 +135,14 @@ func (d *Dispatcher) runPusher(ctx context.Context, pu *pusher) {
 			}
 		}
 	}
+}
+
+// end stops the pusher and settles the jobs waiting in it: the stop
+// first, so that a job pushed meanwhile is settled by its pusher
+// (settleIfStopped).
+func (p *pusher) end() {
+	p.stop()
+	p.settleWaiting()
 }
 
 // settleWaiting settles the jobs a stopped pusher still holds. Left alone,

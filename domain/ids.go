@@ -1,7 +1,12 @@
 package domain
 
 import (
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/segmentio/ksuid"
 )
@@ -27,6 +32,58 @@ const (
 // NewID returns a fresh id with the given prefix.
 func NewID(prefix string) string {
 	return prefix + ksuid.New().String()
+}
+
+// newEventID returns a fresh event id: a KSUID, as every id, but one that
+// sorts after every event id this process made before it, within a second
+// too. A KSUID orders ids by the second only; within one its payload is
+// random. Event ids key each partner's public events in the projections
+// (bucketPublicEvents), so a partner's burst of events (a bank file
+// reconciled, a church import) put each new id at a random place among
+// that second's: a transaction of a few hundred of them touched, read and
+// wrote as many pages of the index, where ids in order land at its end.
+// The payload still starts at random in every second, so ids of different
+// processes do not collide, and each id steps past the last by a random
+// amount, so an id does not tell how many events came between two.
+func newEventID() string { return PrefixEvent + eventIDs.next(time.Now()).String() }
+
+var eventIDs orderedIDs
+
+// orderedIDs makes KSUIDs in increasing order (see newEventID).
+type orderedIDs struct {
+	mu   sync.Mutex
+	last ksuid.KSUID
+}
+
+func (g *orderedIDs) next(now time.Time) ksuid.KSUID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.last.IsNil() && g.last.Time().Unix() == now.Unix() {
+		if id, ok := stepPayload(g.last, uint64(rand.Uint32())+1); ok {
+			g.last = id
+			return id
+		}
+	}
+	id, err := ksuid.NewRandomWithTime(now)
+	if err != nil {
+		id = ksuid.New() // as every other id: it panics when the system has no randomness to give
+	}
+	g.last = id
+	return id
+}
+
+// stepPayload adds n to id's payload (its 16 bytes after the timestamp,
+// big-endian), false when that would overflow it.
+func stepPayload(id ksuid.KSUID, n uint64) (ksuid.KSUID, bool) {
+	hi, lo := binary.BigEndian.Uint64(id[4:12]), binary.BigEndian.Uint64(id[12:20])
+	lo, carry := bits.Add64(lo, n, 0)
+	hi, overflow := bits.Add64(hi, 0, carry)
+	if overflow != 0 {
+		return ksuid.Nil, false
+	}
+	binary.BigEndian.PutUint64(id[4:12], hi)
+	binary.BigEndian.PutUint64(id[12:20], lo)
+	return id, true
 }
 
 // ValidID reports whether s is a well-formed id with the given prefix. It

@@ -34,22 +34,24 @@ func NewID(prefix string) string {
 	return prefix + ksuid.New().String()
 }
 
-// newEventID returns a fresh event id: a KSUID, as every id, but one that
-// sorts after every event id this process made before it, within a second
-// too. A KSUID orders ids by the second only; within one its payload is
-// random. Event ids key each partner's public events in the projections
-// (bucketPublicEvents), so a partner's burst of events (a bank file
+// NewSortedID returns a fresh id with the given prefix that sorts after
+// every sorted id this process made before it, within a second too: for
+// ids made in bulk that key an index, and stand for nothing secret (event
+// ids, delivery attempt ids). A KSUID orders ids by the second only;
+// within one its payload is random. Event ids key each partner's public
+// events in the projections, so a partner's burst of events (a bank file
 // reconciled, a church import) put each new id at a random place among
 // that second's: a transaction of a few hundred of them touched, read and
 // wrote as many pages of the index, where ids in order land at its end.
 // The payload still starts at random in every second, so ids of different
 // processes do not collide, and each id steps past the last by a random
-// amount, so an id does not tell how many events came between two.
-func newEventID() string { return PrefixEvent + eventIDs.next(time.Now()).String() }
+// amount, so an id does not tell how many came between two. It reads the
+// system's randomness once a second, where NewID reads it for every id.
+func NewSortedID(prefix string) string { return prefix + sortedIDs.next(time.Now()).String() }
 
-var eventIDs orderedIDs
+var sortedIDs orderedIDs
 
-// orderedIDs makes KSUIDs in increasing order (see newEventID).
+// orderedIDs makes KSUIDs in increasing order (see NewSortedID).
 type orderedIDs struct {
 	mu   sync.Mutex
 	last ksuid.KSUID

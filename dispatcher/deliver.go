@@ -486,7 +486,7 @@ func endAttemptSpan(span trace.Span, res result) {
 
 func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res result) domain.DeliveryAttempt {
 	return domain.DeliveryAttempt{
-		ID: domain.NewSortedID(domain.PrefixAttempt), EndpointID: endpoint, EventID: eventID, EventType: eventType,
+		ID: domain.NewSortedID(domain.PrefixAttempt, endpoint), EndpointID: endpoint, EventID: eventID, EventType: eventType,
 		Attempt: n, Outcome: res.outcome, StatusCode: res.status, Duration: res.duration,
 		AttemptedAt: at.UTC(), Error: res.err,
 	}
@@ -499,7 +499,7 @@ func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res re
 func (d *Dispatcher) Resend(ctx context.Context, ep projections.WebhookEndpoint, seq uint64, eventID, eventType string) (string, error) {
 	j := job{
 		Seq: seq, EventID: eventID, EventType: eventType, Partner: ep.PartnerID, Endpoint: ep.ID, Attempt: 1,
-		AttemptID: domain.NewSortedID(domain.PrefixAttempt), Once: true,
+		AttemptID: domain.NewSortedID(domain.PrefixAttempt, ep.ID), Once: true,
 	}
 	data, _ := json.Marshal(j)
 	if err := d.queue.Put(ctx, j.Partner, j.Endpoint, data); err != nil {

@@ -191,7 +191,7 @@ func (d *Dispatcher) recoverOne(ctx context.Context, r *eventlog.Recovery, ev pr
 		if err == nil && rerr == nil {
 			j := job{
 				Seq: ev.Seq, EventID: ev.ID, EventType: ev.Type, Partner: r.PartnerID, Endpoint: r.EndpointID,
-				Attempt: 1, AttemptID: domain.NewSortedID(domain.PrefixAttempt), Once: true,
+				Attempt: 1, AttemptID: domain.NewSortedID(domain.PrefixAttempt, r.EndpointID), Once: true,
 			}
 			v, outcome := d.attemptInSlot(ctx, j, rec)
 			switch v {

@@ -53,7 +53,7 @@ func (e Event) InternalFact() (Event, bool) {
 // NewEvent stamps a payload with a fresh event id and the time it happened.
 func NewEvent(partnerID, aggregateID, churchID string, at time.Time, p Payload) Event {
 	return Event{
-		ID:          NewSortedID(PrefixEvent),
+		ID:          NewSortedID(PrefixEvent, partnerID),
 		Type:        p.EventType(),
 		OccurredAt:  at.UTC().Truncate(time.Millisecond),
 		PartnerID:   partnerID,

@@ -35,34 +35,46 @@ func NewID(prefix string) string {
 }
 
 // NewSortedID returns a fresh id with the given prefix that sorts after
-// every sorted id this process made before it, within a second too: for
-// ids made in bulk that key an index, and stand for nothing secret (event
-// ids, delivery attempt ids). A KSUID orders ids by the second only;
-// within one its payload is random. Event ids key each partner's public
-// events in the projections, so a partner's burst of events (a bank file
-// reconciled, a church import) put each new id at a random place among
-// that second's: a transaction of a few hundred of them touched, read and
-// wrote as many pages of the index, where ids in order land at its end.
-// The payload still starts at random in every second, so ids of different
-// processes do not collide, and each id steps past the last by a random
-// amount, so an id does not tell how many came between two. It reads the
-// system's randomness once a second, where NewID reads it for every id.
-func NewSortedID(prefix string) string { return prefix + sortedIDs.next(time.Now()).String() }
+// every id this process made before it for the same scope (a partner, an
+// endpoint), within a second too: for ids made in bulk that key an index
+// by their scope, and stand for nothing secret (event ids, delivery
+// attempt ids). A KSUID orders ids by the second only; within one its
+// payload is random. Event ids key each partner's public events in the
+// projections, so a partner's burst of events (a bank file reconciled, a
+// church import) put each new id at a random place among that second's: a
+// transaction of a few hundred of them touched, read and wrote as many
+// pages of the index, where ids in order land at its end.
+//
+// Each scope's ids start from a fresh random KSUID every second, so ids of
+// different processes do not collide, and step by a random amount after
+// that: the step tells roughly how many ids of the same scope came between
+// two, and nothing of any other scope's (another partner's activity). It
+// reads the system's randomness once a second and scope, where NewID reads
+// it for every id.
+func NewSortedID(prefix, scope string) string {
+	return prefix + sortedIDs.next(scope, time.Now()).String()
+}
 
 var sortedIDs orderedIDs
 
-// orderedIDs makes KSUIDs in increasing order (see NewSortedID).
+// orderedIDs makes KSUIDs in increasing order per scope (see NewSortedID).
 type orderedIDs struct {
-	mu   sync.Mutex
-	last ksuid.KSUID
+	mu sync.Mutex
+	// second is the second (Unix) last holds the ids of: an id of an
+	// earlier second is of no use, the next one of its scope starts afresh.
+	second int64
+	last   map[string]ksuid.KSUID
 }
 
-func (g *orderedIDs) next(now time.Time) ksuid.KSUID {
+func (g *orderedIDs) next(scope string, now time.Time) ksuid.KSUID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.last.IsNil() && g.last.Time().Unix() == now.Unix() {
-		if id, ok := stepPayload(g.last, uint64(rand.Uint32())+1); ok {
-			g.last = id
+	if sec := now.Unix(); sec != g.second || g.last == nil {
+		g.second, g.last = sec, map[string]ksuid.KSUID{}
+	}
+	if last, ok := g.last[scope]; ok {
+		if id, ok := stepPayload(last, uint64(rand.Uint32())+1); ok {
+			g.last[scope] = id
 			return id
 		}
 	}
@@ -70,7 +82,7 @@ func (g *orderedIDs) next(now time.Time) ksuid.KSUID {
 	if err != nil {
 		id = ksuid.New() // as every other id: it panics when the system has no randomness to give
 	}
-	g.last = id
+	g.last[scope] = id
 	return id
 }
 

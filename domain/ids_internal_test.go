@@ -8,7 +8,7 @@ import (
 	"github.com/segmentio/ksuid"
 )
 
-func TestEventIDsSortInTheOrderTheyAreMade(t *testing.T) {
+func TestEventIDsOfAPartnerSortInTheOrderTheyAreMade(t *testing.T) {
 	ids := make([]string, 100_000)
 	for i := range ids {
 		ids[i] = NewEvent("pt_a", "ag_1", "", time.Now(), &DepositReceived{}).ID
@@ -26,8 +26,8 @@ func TestEventIDsSortInTheOrderTheyAreMade(t *testing.T) {
 func TestOrderedIDsStepWithinASecondAndStartAnewInTheNext(t *testing.T) {
 	var g orderedIDs
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	a := g.next(t0)
-	b := g.next(t0.Add(900 * time.Millisecond))
+	a := g.next("pt_a", t0)
+	b := g.next("pt_a", t0.Add(900*time.Millisecond))
 	if !a.Time().Equal(t0) || !b.Time().Equal(t0) || ksuid.Compare(a, b) >= 0 {
 		t.Fatalf("within a second: %s (%s) then %s (%s)", a, a.Time(), b, b.Time())
 	}
@@ -35,9 +35,32 @@ func TestOrderedIDsStepWithinASecondAndStartAnewInTheNext(t *testing.T) {
 		t.Errorf("%s follows %s by one: the step should be random (1 in 2^32 runs)", b, a)
 	}
 	t1 := t0.Add(time.Second)
-	c := g.next(t1)
+	c := g.next("pt_a", t1)
 	if !c.Time().Equal(t1) || ksuid.Compare(b, c) >= 0 {
 		t.Fatalf("the next second: %s (%s) after %s", c, c.Time(), b)
+	}
+}
+
+func TestOrderedIDsOfOneScopeTellNothingOfAnother(t *testing.T) {
+	var g orderedIDs
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	a1 := g.next("pt_a", t0)
+	var others []ksuid.KSUID
+	for range 1000 {
+		others = append(others, g.next("pt_b", t0))
+	}
+	a2 := g.next("pt_a", t0)
+	// One step of a's, whatever b made meanwhile; and b's own in order.
+	if step := binary.BigEndian.Uint64(a2.Payload()[8:]) - binary.BigEndian.Uint64(a1.Payload()[8:]); string(a1.Payload()[:8]) != string(a2.Payload()[:8]) || step < 1 || step > 1<<32 {
+		t.Fatalf("pt_a's next id %s is not one step past %s after 1,000 of pt_b's", a2, a1)
+	}
+	for i := 1; i < len(others); i++ {
+		if ksuid.Compare(others[i-1], others[i]) >= 0 {
+			t.Fatalf("pt_b's id %d does not sort after the one before it", i)
+		}
+	}
+	if string(others[0].Payload()[:8]) == string(a1.Payload()[:8]) {
+		t.Fatal("two scopes started from the same payload")
 	}
 }
 

@@ -125,7 +125,61 @@ func BenchmarkRebuild(b *testing.B) {
 // and the pages its commits wrote.
 func BenchmarkApplyDecoded(b *testing.B) {
 	recs, evs := readDecoded(b, depositLedger(b, 100_000, 1000), 10_000)
-	dir := b.TempDir()
+	benchApply(b, len(recs), func(path string) (*Store, error) {
+		s, err := openRebuild(path)
+		if err == nil {
+			s.db.NoSync = true
+		}
+		return s, err
+	}, func(s *Store) error {
+		// Batch by batch into a rebuild's spanning transactions.
+		span := s.newTxSpan(spanEvents)
+		for from := 0; from < len(recs); from += rebuildBatch {
+			to := min(from+rebuildBatch, len(recs))
+			if err := span.apply(recs[from:to], evs[from:to]); err != nil {
+				return err
+			}
+		}
+		return span.end(true)
+	})
+}
+
+// BenchmarkApplyBurst applies one partner's burst of deposits, made as
+// fast as the domain makes them (a bank file reconciled at once), in
+// transactions of 500 as the live projector takes a backlog, to a fresh
+// file, and reports the applying thread's CPU time and the pages written
+// per event: with event ids as the domain makes them (sorted), and with
+// ids random within their second, as KSUIDs made them before (random).
+// The public events index is keyed by partner and event id, so random ids
+// put each transaction's entries all over the partner's range.
+func BenchmarkApplyBurst(b *testing.B) {
+	for _, ids := range []string{"sorted", "random"} {
+		b.Run("ids="+ids, func(b *testing.B) {
+			events := depositEvents(b, 40_000, 1, false)
+			if ids == "random" {
+				for i := range events {
+					events[i].ID = domain.NewID(domain.PrefixEvent)
+				}
+			}
+			recs, evs := readDecoded(b, filledLedger(b, events), 10_000)
+			benchApply(b, len(recs), Open, func(s *Store) error {
+				for from := 0; from < len(recs); from += 500 {
+					to := min(from+500, len(recs))
+					if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// benchApply runs apply, which applies events events, on a fresh file
+// that open makes at every iteration, and reports the CPU time of the
+// thread that runs it and the pages its commits wrote, per event.
+func benchApply(b *testing.B, events int, open func(path string) (*Store, error), apply func(*Store) error) {
+	path := filepath.Join(b.TempDir(), "apply.db")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var (
@@ -134,39 +188,31 @@ func BenchmarkApplyDecoded(b *testing.B) {
 	)
 	for b.Loop() {
 		b.StopTimer()
-		s, err := openRebuild(filepath.Join(dir, "apply.db"))
+		s, err := open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.db.NoSync = true
 		b.StartTimer()
+		before := s.db.Stats()
 		start := cpuTime(b, syscall.RUSAGE_THREAD)
-		// Batch by batch into a rebuild's spanning transactions.
-		span := s.newTxSpan(spanEvents)
-		for from := 0; from < len(recs); from += rebuildBatch {
-			to := min(from+rebuildBatch, len(recs))
-			if err := span.apply(recs[from:to], evs[from:to]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := span.end(true); err != nil {
+		if err := apply(s); err != nil {
 			b.Fatal(err)
 		}
 		cpu += cpuTime(b, syscall.RUSAGE_THREAD) - start
+		after := s.db.Stats()
+		pages += after.TxStats.GetWrite() - before.TxStats.GetWrite()
 		b.StopTimer()
-		stats := s.db.Stats()
-		pages += stats.TxStats.GetWrite()
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.Remove(s.Path()); err != nil {
+		if err := os.Remove(path); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/float64(len(recs)*b.N), "thread-cpu-µs/event")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(events*b.N), "thread-cpu-µs/event")
 	// The pages the commits wrote: what the machine's load does not vary.
-	b.ReportMetric(float64(pages)/float64(len(recs)*b.N), "pages-written/event")
+	b.ReportMetric(float64(pages)/float64(events*b.N), "pages-written/event")
 }
 
 // BenchmarkApplyOneRecord applies deposits one per transaction, as the
@@ -223,64 +269,6 @@ func BenchmarkApplyOneRecord(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(count), "thread-cpu-µs/commit")
 	b.ReportMetric(float64(pages)/float64(count), "pages/commit")
-}
-
-// BenchmarkApplyBurst applies one partner's burst of deposits, made as
-// fast as the domain makes them (a bank file reconciled at once), in
-// transactions of 500 as the live projector takes a backlog, to a fresh
-// file, and reports the applying thread's CPU time and the pages written
-// per event: with event ids as the domain makes them (sorted), and with
-// ids random within their second, as KSUIDs made them before (random).
-// The public events index is keyed by partner and event id, so random ids
-// put each transaction's entries all over the partner's range.
-func BenchmarkApplyBurst(b *testing.B) {
-	for _, ids := range []string{"sorted", "random"} {
-		b.Run("ids="+ids, func(b *testing.B) {
-			events := depositEvents(b, 40_000, 1, false)
-			if ids == "random" {
-				for i := range events {
-					events[i].ID = domain.NewID(domain.PrefixEvent)
-				}
-			}
-			recs, evs := readDecoded(b, filledLedger(b, events), 10_000)
-			path := filepath.Join(b.TempDir(), "burst.db")
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var (
-				cpu   time.Duration
-				pages int64
-			)
-			for b.Loop() {
-				b.StopTimer()
-				s, err := Open(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				before := s.db.Stats()
-				start := cpuTime(b, syscall.RUSAGE_THREAD)
-				for from := 0; from < len(recs); from += 500 {
-					to := min(from+500, len(recs))
-					if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				cpu += cpuTime(b, syscall.RUSAGE_THREAD) - start
-				after := s.db.Stats()
-				pages += after.TxStats.GetWrite() - before.TxStats.GetWrite()
-				b.StopTimer()
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-				if err := os.Remove(path); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(cpu.Microseconds())/float64(len(recs)*b.N), "thread-cpu-µs/event")
-			b.ReportMetric(float64(pages)/float64(len(recs)*b.N), "pages-written/event")
-		})
-	}
 }
 
 func cpuTime(b testing.TB, who int) time.Duration {

@@ -35,6 +35,15 @@ type Dispatch struct {
 	BurstRate   float64 `json:"burst_deliveries_per_second"`
 	BareRate    float64 `json:"bare_posts_per_second"`
 	Ratio       float64 `json:"ratio"`
+	// BurstCPU and BareCPU are the process's CPU time (user and system)
+	// per POST the receiver answered, µs, over the burst (its first
+	// delivery to its last) and over the bare loop: what a delivery costs
+	// beside a bare POST, which the machine's changing speed moves much
+	// less than the two rates. Their ratio is not Ratio: the dispatcher
+	// keeps the processors busy, the bare loop at the same concurrency
+	// waits on its round trips part of the time.
+	BurstCPU float64 `json:"burst_cpu_us_per_delivery"`
+	BareCPU  float64 `json:"bare_cpu_us_per_post"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
 	// second: half the peak of events flowing from append to delivery,
 	// which is the lesser of the burst rate (delivering what is stored) and
@@ -140,13 +149,14 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
 	before := rs.hooks.count()
-	// The profile starts with the burst's first delivery, as its rate does:
-	// what the service does on starting, before it, is left out; what it
-	// does meanwhile (its projector catching up on the burst) is in.
-	profiling := rs.profileFromNextPost(ctx, strconv.Itoa(size.Events))
+	// The CPU time (and the profile) starts with the burst's first
+	// delivery, as its rate does: what the service does on starting,
+	// before it, is left out; what it does meanwhile (its projector
+	// catching up on the burst) is in.
+	burst := rs.measureFromNextPost(ctx, strconv.Itoa(size.Events))
 	svc, err := startService(ctx, rs.dir, o.Memory)
 	if err != nil {
-		profiling.stop()
+		_, _ = burst.stop()
 		return err
 	}
 	defer svc.close()
@@ -161,10 +171,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		got = rs.hooks.times(ids)
 		return len(got) == len(ids), nil
 	}); err != nil {
-		profiling.stop()
+		_, _ = burst.stop()
 		return err
 	}
-	if err := profiling.stop(); err != nil {
+	if d.BurstCPU, err = burst.stop(); err != nil {
 		return err
 	}
 	first, last := spread(got)
@@ -172,13 +182,14 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err := svc.caughtUp(ctx); err != nil {
 		return err
 	}
-	stopProfile, err := rs.startCPUProfile(fmt.Sprintf("%d.bare", size.Events))
+	stopBare, err := rs.startMeasuring(fmt.Sprintf("%d.bare", size.Events))
 	if err != nil {
 		return err
 	}
 	d.BareRate, err = rs.bareLoop(ctx, o.Duration)
-	if perr := stopProfile(); err == nil {
-		err = perr
+	bareCPU, serr := stopBare()
+	if err == nil {
+		d.BareCPU, err = bareCPU, serr
 	}
 	if err != nil {
 		return err
@@ -187,7 +198,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return errors.New("bare loop: the receiver answered no signed POST")
 	}
 	d.Ratio = d.BurstRate / d.BareRate
-	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f×", d.BurstRate, d.BareRate, d.Ratio)
+	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f× (CPU %.0f vs %.0f µs a POST)", d.BurstRate, d.BareRate, d.Ratio, d.BurstCPU, d.BareCPU)
 
 	d.PacedTarget = max(min(d.BurstRate, rs.r.Limit.Before.Rate)/2, 1)
 	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
@@ -198,69 +209,68 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	return rs.replay(ctx, svc, size)
 }
 
-// postProfile is a burst profile that starts with the receiver's next POST.
-type postProfile struct {
-	started chan func() error
+// postWindow measures the process from the receiver's next POST on.
+type postWindow struct {
+	started chan func() (float64, error)
 	cancel  context.CancelFunc
 }
 
-// profileFromNextPost starts a CPU profile (startCPUProfile) when the
-// receiver answers its next POST; with no burst profile path it does
-// nothing.
-func (rs *readState) profileFromNextPost(ctx context.Context, suffix string) *postProfile {
-	p := &postProfile{started: make(chan func() error, 1)}
-	if rs.r.opts.BurstProfile == "" {
-		p.started <- func() error { return nil }
-		p.cancel = func() {}
-		return p
-	}
-	ctx, p.cancel = context.WithCancel(ctx)
+// measureFromNextPost starts measuring (startMeasuring) when the receiver
+// answers its next POST.
+func (rs *readState) measureFromNextPost(ctx context.Context, suffix string) *postWindow {
+	w := &postWindow{started: make(chan func() (float64, error), 1)}
+	ctx, w.cancel = context.WithCancel(ctx)
 	next := rs.hooks.nextPost()
 	go func() {
 		select {
 		case <-next:
 		case <-ctx.Done():
-			p.started <- func() error { return ctx.Err() }
+			w.started <- func() (float64, error) { return 0, ctx.Err() }
 			return
 		}
-		stop, err := rs.startCPUProfile(suffix)
+		stop, err := rs.startMeasuring(suffix)
 		if err != nil {
-			stop = func() error { return err }
+			stop = func() (float64, error) { return 0, err }
 		}
-		p.started <- stop
+		w.started <- stop
 	}()
-	return p
+	return w
 }
 
-// stop stops the profile, or its wait for the first POST.
-func (p *postProfile) stop() error {
-	p.cancel()
-	return (<-p.started)()
+// stop ends the measuring, or its wait for the first POST, and returns
+// the process's CPU time per POST answered meanwhile, µs.
+func (w *postWindow) stop() (float64, error) {
+	w.cancel()
+	return (<-w.started)()
 }
 
-// startCPUProfile starts a CPU profile written to the burst profile's path
-// suffixed with suffix, and returns what stops it and reports the POSTs the
-// receiver answered meanwhile and the process's CPU time per POST; with no path
-// it does nothing.
-func (rs *readState) startCPUProfile(suffix string) (stop func() error, err error) {
-	path := rs.r.opts.BurstProfile
-	if path == "" {
-		return func() error { return nil }, nil
-	}
-	f, err := os.Create(path + "." + suffix)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("burst profile: %w", err)
+// startMeasuring notes the POSTs the receiver has answered and the CPU
+// time the process has used, and with a burst profile path also starts a
+// CPU profile written there, suffixed with suffix. What it returns stops
+// both and gives the process's CPU time per POST answered meanwhile, µs.
+func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error), err error) {
+	var f *os.File
+	if path := rs.r.opts.BurstProfile; path != "" {
+		if f, err = os.Create(path + "." + suffix); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("burst profile: %w", err)
+		}
 	}
 	posts, cpu := rs.hooks.answered.Load(), processCPU()
-	return func() error {
-		pprof.StopCPUProfile()
+	return func() (float64, error) {
+		if f != nil {
+			pprof.StopCPUProfile()
+		}
 		n, used := rs.hooks.answered.Load()-posts, processCPU()-cpu
-		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, float64(used.Microseconds())/float64(max(n, 1)))
-		return f.Close()
+		perPost := float64(used.Microseconds()) / float64(max(n, 1))
+		if f == nil {
+			return perPost, nil
+		}
+		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, perPost)
+		return perPost, f.Close()
 	}, nil
 }
 

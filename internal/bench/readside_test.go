@@ -62,6 +62,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"pages": float64(s.Page.Requests), "page p50": s.Page.P50, "page p99": s.Page.P99, "page p99 ratio": s.PageP99Ratio,
 			"walk rate": s.WalkRate, "raw rate": s.RawRate, "walk ratio": s.WalkRatio,
 			"burst rate": s.Dispatch.BurstRate, "bare rate": s.Dispatch.BareRate, "dispatch ratio": s.Dispatch.Ratio,
+			"burst CPU a delivery": s.Dispatch.BurstCPU, "bare CPU a POST": s.Dispatch.BareCPU,
 			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
 			"replay events": float64(s.ReplayEvents), "replay rate": s.ReplayRate, "raw stream rate": s.RawStreamRate, "replay ratio": s.ReplayRatio,

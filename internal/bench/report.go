@@ -65,7 +65,7 @@ func (rr *ReadReport) write(w io.Writer) error {
 	})
 	row("dispatch burst vs bare signed POSTs", func(s ReadSize) string {
 		d := s.Dispatch
-		return f("%.0f vs %.0f/s = %.3f× (%d deliveries, %d at once)", d.BurstRate, d.BareRate, d.Ratio, d.BurstEvents, d.Concurrency)
+		return f("%.0f vs %.0f/s = %.3f× (%d deliveries, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
 	})
 	row("append → delivered, p50 / p99", func(s ReadSize) string {
 		d := s.Dispatch

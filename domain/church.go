@@ -109,7 +109,7 @@ func ImportChurches(partnerID string, rows []ImportRow, externalIDUsed func(stri
 		if row.ExternalID != nil {
 			seen[*row.ExternalID] = true
 		}
-		payload.Created = append(payload.Created, ImportedChurch{Index: i, ID: NewID(PrefixChurch), Name: row.Name, ExternalID: row.ExternalID})
+		payload.Created = append(payload.Created, ImportedChurch{Index: i, ID: NewSortedID(PrefixChurch, partnerID), Name: row.Name, ExternalID: row.ExternalID})
 	}
 	ev := NewEvent(partnerID, ChurchCatalogue, "", now, payload)
 	results := payload.Results(ev.OccurredAt)

@@ -37,8 +37,8 @@ func NewID(prefix string) string {
 // NewSortedID returns a fresh id with the given prefix that sorts after
 // every id this process made before it for the same scope (a partner, an
 // endpoint), within a second too: for ids made in bulk that key an index
-// by their scope, and stand for nothing secret (event ids, delivery
-// attempt ids). A KSUID orders ids by the second only; within one its
+// by their scope, and stand for nothing secret (event ids, imported
+// church ids, delivery attempt ids). A KSUID orders ids by the second only; within one its
 // payload is random. Event ids key each partner's public events in the
 // projections, so a partner's burst of events (a bank file reconciled, a
 // church import) put each new id at a random place among that second's: a

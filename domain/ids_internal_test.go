@@ -80,3 +80,23 @@ func TestStepPayloadNeverWrapsAround(t *testing.T) {
 		t.Fatalf("a carry: %v %x", ok, next.Payload())
 	}
 }
+
+func TestImportedChurchIDsSortInRowOrder(t *testing.T) {
+	rows := make([]ImportRow, MaxImportRows)
+	for i := range rows {
+		rows[i] = ImportRow{Name: "Church"}
+	}
+	ev, _, err := ImportChurches("pt_a", rows, func(string) bool { return false }, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := ev.Payload.(*ChurchesImported).Created
+	for i, c := range created {
+		if !ValidID(PrefixChurch, c.ID) {
+			t.Fatalf("row %d: %q is not a church id", i, c.ID)
+		}
+		if i > 0 && c.ID <= created[i-1].ID {
+			t.Fatalf("row %d: %q does not sort after row %d's %q", i, c.ID, i-1, created[i-1].ID)
+		}
+	}
+}

@@ -126,7 +126,7 @@ func BenchmarkRebuild(b *testing.B) {
 // and the pages its commits wrote.
 func BenchmarkApplyDecoded(b *testing.B) {
 	recs, evs := readDecoded(b, depositLedger(b, 100_000, 1000), 10_000)
-	benchApply(b, len(recs), func(path string) (*Store, error) {
+	benchApply(b, len(recs), "event", func(path string) (*Store, error) {
 		s, err := openRebuild(path)
 		if err == nil {
 			s.db.NoSync = true
@@ -163,7 +163,7 @@ func BenchmarkApplyBurst(b *testing.B) {
 				}
 			}
 			recs, evs := readDecoded(b, filledLedger(b, events), 10_000)
-			benchApply(b, len(recs), Open, func(s *Store) error {
+			benchApply(b, len(recs), "event", Open, func(s *Store) error {
 				for from := 0; from < len(recs); from += 500 {
 					to := min(from+500, len(recs))
 					if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
@@ -181,8 +181,9 @@ func BenchmarkApplyBurst(b *testing.B) {
 // applies a request's event, to a fresh file, and reports the applying
 // thread's CPU time and the pages written per imported church: with
 // church ids as the domain makes them, in order (sorted), and random
-// within their second, as KSUIDs made them before (random). An import puts each church under its id in two indexes
-// (the partner's churches, and church → partner).
+// within their second, as KSUIDs made them before (random). An import
+// puts each church under its id in two indexes (the partner's churches,
+// and church → partner).
 func BenchmarkApplyImport(b *testing.B) {
 	const imports = 20
 	for _, ids := range []string{"sorted", "random"} {
@@ -208,7 +209,7 @@ func BenchmarkApplyImport(b *testing.B) {
 				events = append(events, *ev)
 			}
 			recs, evs := readDecoded(b, filledLedger(b, events), 100)
-			benchApply(b, imports*domain.MaxImportRows, Open, func(s *Store) error {
+			benchApply(b, imports*domain.MaxImportRows, "church", Open, func(s *Store) error {
 				for i := range recs {
 					if err := s.applyDecoded(recs[i:i+1], evs[i:i+1]); err != nil {
 						return err
@@ -220,10 +221,11 @@ func BenchmarkApplyImport(b *testing.B) {
 	}
 }
 
-// benchApply runs apply, which applies events events, on a fresh file
-// that open makes at every iteration, and reports the CPU time of the
-// thread that runs it and the pages its commits wrote, per event.
-func benchApply(b *testing.B, events int, open func(path string) (*Store, error), apply func(*Store) error) {
+// benchApply runs apply, which applies n things of the kind unit names
+// (events, churches), on a fresh file that open makes at every iteration,
+// and reports the CPU time of the thread that runs it and the pages its
+// commits wrote, per unit.
+func benchApply(b *testing.B, n int, unit string, open func(path string) (*Store, error), apply func(*Store) error) {
 	path := filepath.Join(b.TempDir(), "apply.db")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -255,9 +257,9 @@ func benchApply(b *testing.B, events int, open func(path string) (*Store, error)
 		}
 		b.StartTimer()
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/float64(events*b.N), "thread-cpu-µs/event")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N), "thread-cpu-µs/"+unit)
 	// The pages the commits wrote: what the machine's load does not vary.
-	b.ReportMetric(float64(pages)/float64(events*b.N), "pages-written/event")
+	b.ReportMetric(float64(pages)/float64(n*b.N), "pages-written/"+unit)
 }
 
 // BenchmarkApplyOneRecord applies deposits one per transaction, as the

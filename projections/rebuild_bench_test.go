@@ -164,13 +164,7 @@ func BenchmarkApplyBurst(b *testing.B) {
 			}
 			recs, evs := readDecoded(b, filledLedger(b, events), 10_000)
 			benchApply(b, len(recs), "event", Open, func(s *Store) error {
-				for from := 0; from < len(recs); from += 500 {
-					to := min(from+500, len(recs))
-					if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
-						return err
-					}
-				}
-				return nil
+				return applyInTransactionsOf(s, 500, recs, evs)
 			})
 		})
 	}
@@ -210,15 +204,22 @@ func BenchmarkApplyImport(b *testing.B) {
 			}
 			recs, evs := readDecoded(b, filledLedger(b, events), 100)
 			benchApply(b, imports*domain.MaxImportRows, "church", Open, func(s *Store) error {
-				for i := range recs {
-					if err := s.applyDecoded(recs[i:i+1], evs[i:i+1]); err != nil {
-						return err
-					}
-				}
-				return nil
+				return applyInTransactionsOf(s, 1, recs, evs)
 			})
 		})
 	}
+}
+
+// applyInTransactionsOf applies recs in transactions of n records each,
+// as the live projector does (Store.applyDecoded).
+func applyInTransactionsOf(s *Store, n int, recs []eventlog.Record, evs []domain.Event) error {
+	for from := 0; from < len(recs); from += n {
+		to := min(from+n, len(recs))
+		if err := s.applyDecoded(recs[from:to], evs[from:to]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // benchApply runs apply, which applies n things of the kind unit names

@@ -6,10 +6,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// bucketPublicEvents holds "<partner>/<event id>" → the stream sequence of
-// each public event, so one event can be fetched by its id (the ledger
-// indexes subjects, not ids) at the cost of one lookup and one read.
-// Written by indexWrites.
+// bucketPublicEvents holds a bucket per partner (see partnerIndex): <event
+// id> → the stream sequence of each public event, so one event can be
+// fetched by its id (the ledger indexes subjects, not ids) at the cost of
+// one lookup and one read. Written by indexWrites.
 var bucketPublicEvents = bucket("public_events")
 
 // PublicEventSeq returns where one of the partner's public events is in the
@@ -20,7 +20,11 @@ func (s *Store) PublicEventSeq(partner, eventID string) (uint64, bool, error) {
 		ok  bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketPublicEvents).Get([]byte(partner + "/" + eventID)); len(v) == 8 {
+		events := partnerIndexOf(tx, bucketPublicEvents, partner)
+		if events == nil {
+			return nil
+		}
+		if v := events.Get([]byte(eventID)); len(v) == 8 {
 			seq, ok = binary.BigEndian.Uint64(v), true
 		}
 		return nil

@@ -21,16 +21,21 @@ import (
 // the position of an event in it is its ledger sequence: feed cursors are
 // the same before and after this table existed. indexWrites writes it.
 var (
-	// bucketFeed holds "<partner>/<seq>" → the event's envelope.
+	// bucketFeed holds a bucket per partner (see partnerIndex): <seq> →
+	// the event's envelope.
 	bucketFeed = bucket("feed")
-	// bucketFeedTypes holds "<partner>/<type>/<seq>" → nothing: each type's
-	// events, for pages filtered by type.
+	// bucketFeedTypes holds a bucket per partner: "<type>/<seq>" →
+	// nothing: each type's events, for pages filtered by type.
 	bucketFeedTypes = bucket("feed_types")
 )
 
-func feedPrefix(partner string) []byte { return []byte(partner + "/") }
+// partnerIndexOf returns the partner's bucket in a partner index, nil when
+// the partner has no event there.
+func partnerIndexOf(tx *bolt.Tx, index []byte, partner string) *bolt.Bucket {
+	return tx.Bucket(index).Bucket([]byte(partner))
+}
 
-func feedTypePrefix(partner, typ string) []byte { return []byte(partner + "/" + typ + "/") }
+func feedTypePrefix(typ string) []byte { return []byte(typ + "/") }
 
 func seqKey(prefix []byte, seq uint64) []byte {
 	k := make([]byte, len(prefix)+8)
@@ -55,21 +60,24 @@ func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([
 		more bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		feed := tx.Bucket(bucketFeed)
+		feed := partnerIndexOf(tx, bucketFeed, partner)
+		if feed == nil {
+			out = []FeedEntry{}
+			return nil
+		}
 		var seqs []uint64
 		if len(types) == 0 {
-			seqs = walkSeqs(feed.Cursor(), feedPrefix(partner), after, limit+1)
-		} else {
-			seqs = mergeSeqs(tx.Bucket(bucketFeedTypes), partner, types, after, limit+1)
+			seqs = walkSeqs(feed.Cursor(), nil, after, limit+1)
+		} else if byType := partnerIndexOf(tx, bucketFeedTypes, partner); byType != nil {
+			seqs = mergeSeqs(byType, types, after, limit+1)
 		}
 		if len(seqs) > limit {
 			seqs, more = seqs[:limit], true
 		}
 		out = make([]FeedEntry, len(seqs))
-		prefix := feedPrefix(partner)
 		for i, seq := range seqs {
 			// bbolt's values live only as long as the transaction.
-			out[i] = FeedEntry{Seq: seq, Data: bytes.Clone(feed.Get(seqKey(prefix, seq)))}
+			out[i] = FeedEntry{Seq: seq, Data: bytes.Clone(feed.Get(seqKey(nil, seq)))}
 		}
 		return nil
 	})
@@ -86,11 +94,12 @@ func walkSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
 	return out
 }
 
-// mergeSeqs merges the first n sequences after after of each type's index.
-func mergeSeqs(b *bolt.Bucket, partner string, types []string, after uint64, n int) []uint64 {
+// mergeSeqs merges the first n sequences after after of each type's index
+// in a partner's bucket of the feed's types.
+func mergeSeqs(b *bolt.Bucket, types []string, after uint64, n int) []uint64 {
 	var all []uint64
 	for _, t := range types {
-		all = mergeSorted(all, walkSeqs(b.Cursor(), feedTypePrefix(partner, t), after, n))
+		all = mergeSorted(all, walkSeqs(b.Cursor(), feedTypePrefix(t), after, n))
 	}
 	if len(all) > n {
 		all = all[:n]
@@ -114,7 +123,9 @@ func mergeSorted(a, b []uint64) []uint64 {
 func (s *Store) FeedItem(partner string, seq uint64) ([]byte, bool, error) {
 	var data []byte
 	err := s.view(func(tx *bolt.Tx) error {
-		data = bytes.Clone(tx.Bucket(bucketFeed).Get(seqKey(feedPrefix(partner), seq)))
+		if feed := partnerIndexOf(tx, bucketFeed, partner); feed != nil {
+			data = bytes.Clone(feed.Get(seqKey(nil, seq)))
+		}
 		return nil
 	})
 	return data, data != nil, err
@@ -129,13 +140,16 @@ func (s *Store) FeedPositionAt(partner string, t time.Time) (uint64, error) {
 	want := domain.FormatTime(t)
 	var pos uint64
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketFeed).Cursor()
-		prefix := feedPrefix(partner)
+		feed := partnerIndexOf(tx, bucketFeed, partner)
+		if feed == nil {
+			return nil
+		}
+		c := feed.Cursor()
 		lo, hi := uint64(1), uint64(math.MaxUint64)
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			k, v := c.Seek(seqKey(prefix, mid))
-			if k == nil || !bytes.HasPrefix(k, prefix) || occurredAt(v) >= want {
+			k, v := c.Seek(seqKey(nil, mid))
+			if k == nil || occurredAt(v) >= want {
 				hi = mid
 			} else {
 				lo = mid + 1

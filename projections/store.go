@@ -37,7 +37,9 @@ var (
 //	   has seen)
 //	5: the deposits by trace (a credit decides from them: deposits share
 //	   one aggregate per partner, domain.DepositBook)
-const Schema = 5
+//	6: the feed, its types and the public events by id in a bucket per
+//	   partner (partnerIndex), keyed without the partner
+const Schema = 6
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -647,20 +649,29 @@ func page[T any](c *bolt.Cursor, prefix, after []byte, limit int, load func(v []
 	return out, last, false, nil
 }
 
-// Dump returns every bucket's contents, for comparing two files.
+// Dump returns every bucket's contents, for comparing two files (and
+// searching them): a nested bucket's entries under "<its name>/<key>" in
+// the map of the top-level bucket holding it.
 func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			m := map[string]string{}
 			out[string(name)] = m
-			return b.ForEach(func(k, v []byte) error {
-				m[string(k)] = string(v)
-				return nil
-			})
+			return dumpBucket(b, "", m)
 		})
 	})
 	return out, err
+}
+
+func dumpBucket(b *bolt.Bucket, prefix string, into map[string]string) error {
+	return b.ForEach(func(k, v []byte) error {
+		if nested := b.Bucket(k); v == nil && nested != nil {
+			return dumpBucket(nested, prefix+string(k)+"/", into)
+		}
+		into[prefix+string(k)] = string(v)
+		return nil
+	})
 }
 
 // swap replaces the open file with the one at newPath, atomically for

@@ -38,12 +38,13 @@ func NewID(prefix string) string {
 // every id this process made before it for the same scope (a partner, an
 // endpoint), within a second too: for ids made in bulk that key an index
 // by their scope, and stand for nothing secret (event ids, imported
-// church ids, delivery attempt ids). A KSUID orders ids by the second only; within one its
-// payload is random. Event ids key each partner's public events in the
-// projections, so a partner's burst of events (a bank file reconciled, a
-// church import) put each new id at a random place among that second's: a
-// transaction of a few hundred of them touched, read and wrote as many
-// pages of the index, where ids in order land at its end.
+// church ids, delivery attempt ids). A KSUID orders ids by the second
+// only; within one its payload is random. Event ids key each partner's
+// public events in the projections, so a partner's burst of events (a bank
+// file reconciled, a church import) put each new id at a random place
+// among that second's: a transaction of a few hundred of them touched,
+// read and wrote as many pages of the index, where ids in order land at
+// its end.
 //
 // Each scope's ids start from a fresh random KSUID every second, so ids of
 // different processes do not collide, and step by a random amount after

@@ -16,9 +16,9 @@ import (
 // index, the public events by id, the feed and its types. A batch's writes
 // to them are collected and made at the end of its transaction, each
 // index's in key order. bbolt splits pages only when a transaction commits,
-// so keys put out of order into one page (say, the 5,000 first feed
-// entries of a rebuild, over a thousand partners) move the page's growing
-// entry list on every put; in key order each put lands at the end of it.
+// so keys put out of order into one page (say, a rebuild's first msg-ids,
+// or a partner's feed types of two types) move the page's growing entry
+// list on every put; in key order each put lands at the end of it.
 // The file holds the same keys and values either way.
 type index int
 

@@ -163,8 +163,9 @@ func BenchmarkApplyDecoded(b *testing.B) {
 // file, and reports the applying thread's CPU time and the pages written
 // per event: with event ids as the domain makes them (sorted), and with
 // ids random within their second, as KSUIDs made them before (random).
-// The public events index is keyed by partner and event id, so random ids
-// put each transaction's entries all over the partner's range.
+// The public events index keeps a bucket per partner keyed by event id,
+// so random ids put each transaction's entries all over the partner's
+// bucket.
 func BenchmarkApplyBurst(b *testing.B) {
 	for _, ids := range []string{"sorted", "random"} {
 		b.Run("ids="+ids, func(b *testing.B) {

@@ -404,9 +404,11 @@ func (t *txSpan) synced(err error) {
 // after the read had ended, a quarter of its wall time with one core
 // working. The file holds the same keys and values.
 //
-// Not in a transaction that began on an empty file: its keys all go into
-// one node until the commit splits it, and each chunk's keys would be
-// inserted among the previous chunks', moving them.
+// Not in a transaction that began on an empty file: each tree's keys (a
+// partner's bucket's, in the partner indexes) all go into one node until
+// the commit splits it, and each chunk's keys would be inserted among the
+// previous chunks' (a partner's events of several types, or the random
+// event ids of a ledger written before session 10), moving them.
 func (t *txSpan) flush() error {
 	if t.tx == nil || t.first == 0 {
 		return nil

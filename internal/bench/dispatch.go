@@ -258,6 +258,11 @@ func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error)
 			f.Close()
 			return nil, fmt.Errorf("burst profile: %w", err)
 		}
+		if err := writeAllocs(path + "." + suffix + ".allocs.base"); err != nil {
+			pprof.StopCPUProfile()
+			f.Close()
+			return nil, err
+		}
 	}
 	posts, cpu := rs.hooks.answered.Load(), processCPU()
 	return func() (float64, error) {
@@ -270,8 +275,28 @@ func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error)
 			return perPost, nil
 		}
 		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, perPost)
+		if err := writeAllocs(f.Name() + ".allocs"); err != nil {
+			f.Close()
+			return perPost, err
+		}
 		return perPost, f.Close()
 	}, nil
+}
+
+// writeAllocs writes the allocations made since the process started (the
+// "allocs" profile, sampled) to path. Two of them, at a window's start and
+// end, give what the window allocated: go tool pprof -sample_index
+// alloc_space -base <path>.allocs.base <path>.allocs.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	return f.Close()
 }
 
 // processCPU is the CPU time the process has used, user and system.

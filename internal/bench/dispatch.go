@@ -163,7 +163,6 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	}
 	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
 	rs.hooks.forget()
-	before := rs.hooks.count()
 	// The CPU time (and the profile) starts with the burst's first
 	// delivery, as its rate does: what the service does on starting,
 	// before it, is left out; what it does meanwhile (its projector
@@ -180,7 +179,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		// Only the count until enough have arrived: times copies every id
 		// under the receiver's lock, which every POST takes, and so slowed
 		// the deliveries it was timing.
-		if rs.hooks.count() < before+len(ids) {
+		if rs.hooks.count() < len(ids) {
 			return false, nil
 		}
 		got = rs.hooks.times(ids)
@@ -303,17 +302,7 @@ func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error)
 // "allocs" profile, sampled) to path. Two of them, at a window's start and
 // end, give what the window allocated: go tool pprof -sample_index
 // alloc_space -base <path>.allocs.base <path>.allocs.
-func writeAllocs(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("allocation profile: %w", err)
-	}
-	return f.Close()
-}
+func writeAllocs(path string) error { return writeProfile(path, "allocs") }
 
 // processCPU is the CPU time the process has used, user and system.
 func processCPU() time.Duration {

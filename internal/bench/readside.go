@@ -515,14 +515,19 @@ func resetHWM() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // writeHeapProfile writes the live heap, after a collection, to path.
 func writeHeapProfile(path string) error {
+	runtime.GC()
+	return writeProfile(path, "heap")
+}
+
+// writeProfile writes the named runtime profile (pprof.Lookup) to path.
+func writeProfile(path, name string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("%s profile: %w", name, err)
 	}
 	return f.Close()
 }

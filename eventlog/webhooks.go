@@ -157,9 +157,14 @@ const recordAckWait = 30 * time.Second
 const maxAsyncPending = 4096
 
 // recordRound is the least time between two rounds of RecordAsync's sends
-// while attempts keep coming: a burst's attempts gather a few ms' worth to a
+// while attempts keep coming: a burst's attempts gather ten ms' worth to a
 // message, while an attempt that finds no round under way goes at once.
-const recordRound = 2 * time.Millisecond
+// At a busy endpoint a round gathers more than the log keeps, and only the
+// newest AttemptsListed are sent (asyncRecords): at 2 ms, a round at
+// 24,000 deliveries a second gathered about 48, none of them left out,
+// and the log's encoding and storing cost 3 µs of a delivery's 72
+// (giving bench, BENCHMARKS.md "Session 13").
+const recordRound = 10 * time.Millisecond
 
 // asyncRecords are the attempts RecordAsync was given and has not yet sent.
 // One flusher, running while there are any, sends each endpoint's as one
@@ -167,7 +172,11 @@ const recordRound = 2 * time.Millisecond
 // gathered meanwhile: at a trickle every attempt is sent at once on its
 // own, in a burst the attempts gathered during a round trip share one
 // message, one store and one acknowledgement (rounds at most every
-// recordRound).
+// recordRound). An endpoint holds at most AttemptsListed waiting: the log
+// keeps and lists the newest AttemptsListed of each endpoint, so an
+// attempt with that many newer ones waiting behind it would be pushed out
+// of the log by the message that carries them; it is dropped unsent
+// instead, neither encoded nor stored (nor reported lost: it is not).
 type asyncRecords struct {
 	// pub is held while attempts are taken and handed to the connection,
 	// so they reach the server in the order they were recorded.
@@ -196,9 +205,10 @@ type sentAttempts struct {
 
 // RecordAsync appends one attempt without waiting for the server: when it
 // returns the attempt will be sent, in order with this process's other
-// records. lost hears, on another goroutine, of an attempt the server did
-// not acknowledge. An error (too many records already waiting, or an unsafe
-// subject) means it will not be sent.
+// records, unless AttemptsListed newer attempts of its endpoint come before
+// it is (asyncRecords). lost hears, on another goroutine, of an attempt the
+// server did not acknowledge. An error (too many records already waiting,
+// or an unsafe subject) means it will not be sent.
 func (a *AttemptLog) RecordAsync(partner string, at domain.DeliveryAttempt, lost func(error)) error {
 	subject, err := a.subject(partner, at.EndpointID)
 	if err != nil {
@@ -206,15 +216,21 @@ func (a *AttemptLog) RecordAsync(partner string, at domain.DeliveryAttempt, lost
 	}
 	q := &a.async
 	q.mu.Lock()
-	if q.n >= maxAsyncPending {
+	waiting := q.pending[subject]
+	switch {
+	case len(waiting) == AttemptsListed:
+		// The oldest waiting now has AttemptsListed newer ones: it goes.
+		q.pending[subject] = append(waiting[1:], pendingAttempt{at: at, lost: lost})
+	case q.n >= maxAsyncPending:
 		q.mu.Unlock()
 		return fmt.Errorf("attempt log %s: %d attempts already waiting to be sent", subject, maxAsyncPending)
+	default:
+		if q.pending == nil {
+			q.pending = map[string][]pendingAttempt{}
+		}
+		q.pending[subject] = append(waiting, pendingAttempt{at: at, lost: lost})
+		q.n++
 	}
-	if q.pending == nil {
-		q.pending = map[string][]pendingAttempt{}
-	}
-	q.pending[subject] = append(q.pending[subject], pendingAttempt{at: at, lost: lost})
-	q.n++
 	start := !q.running
 	q.running = true
 	q.mu.Unlock()

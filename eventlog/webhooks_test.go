@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -73,5 +74,71 @@ func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 	}
 	if want := fmt.Sprintf("evt_%d", burst-1); others[0].EventID != want || others[0].EndpointID != other {
 		t.Fatalf("the other endpoint's newest: %+v, want %s", others[0], want)
+	}
+}
+
+// A burst's attempts that waited together behind AttemptsListed newer ones
+// of their endpoint are never sent: the log would not keep them. The log
+// stores fewer attempts than were recorded, reports none lost, and lists
+// the newest AttemptsListed.
+func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	log, err := l.OpenAttemptLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partner, ep := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint)
+	var lost atomic.Int32
+	const burst = 4 * eventlog.AttemptsListed
+	for i := range burst {
+		at := domain.DeliveryAttempt{
+			ID: domain.NewID(domain.PrefixAttempt), EndpointID: ep, EventID: fmt.Sprintf("evt_%d", i),
+			EventType: "deposit.received", Attempt: 1, Outcome: domain.DeliverySucceeded, AttemptedAt: time.Now().UTC(),
+		}
+		if err := log.RecordAsync(partner, at, func(error) { lost.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	log.Settle(sctx)
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d attempts reported lost", n)
+	}
+	stream, err := l.JetStreamForTest().Stream(ctx, "WEBHOOK_ATTEMPTS_SANDBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ats []json.RawMessage
+		if err := json.Unmarshal(m.Data, &ats); err != nil {
+			stored++ // one attempt, as an object
+			continue
+		}
+		stored += len(ats)
+	}
+	// The first attempt goes at once, on its own; the rest gather during
+	// that round and the pause after it, and only their newest
+	// AttemptsListed are sent.
+	if stored >= burst || stored < eventlog.AttemptsListed {
+		t.Fatalf("the log stored %d attempts of %d recorded; want the newest %d and at most a round's more", stored, burst, eventlog.AttemptsListed)
+	}
+	got, err := log.Last(ctx, partner, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != eventlog.AttemptsListed || got[0].EventID != fmt.Sprintf("evt_%d", burst-1) ||
+		got[len(got)-1].EventID != fmt.Sprintf("evt_%d", burst-eventlog.AttemptsListed) {
+		t.Fatalf("listed %d attempts, newest %s: want the newest %d", len(got), got[0].EventID, eventlog.AttemptsListed)
 	}
 }

@@ -11,6 +11,9 @@ import (
 // stores on the server.
 func (l *Ledger) JetStreamForTest() jetstream.JetStream { return l.js }
 
+// DecodeAttemptsForTest reads one message of the attempt log, as Last does.
+var DecodeAttemptsForTest = decodeAttempts
+
 // DirectLastForTest runs the ledger's direct get of the last message on
 // subject in stream.
 func (l *Ledger) DirectLastForTest(ctx context.Context, stream, subject string) (int, error) {

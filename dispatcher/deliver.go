@@ -448,6 +448,10 @@ func (d *Dispatcher) recordLater(ctx context.Context, partner string, at domain.
 	}
 }
 
+// attemptSpanOptions start every attempt's span; made once, since each
+// option is an allocation and every delivery starts a span.
+var attemptSpanOptions = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient)}
+
 // attemptSpan starts the span of one delivery attempt. The attempt runs
 // long after, and apart from, the request that appended its event, so the
 // span starts a trace of its own, linked to the append's span (its
@@ -456,7 +460,7 @@ func (d *Dispatcher) recordLater(ctx context.Context, partner string, at domain.
 // not recorded (no tracing, or not sampled) gets no attributes and no link:
 // a burst's deliveries spend nothing building them.
 func (d *Dispatcher) attemptSpan(ctx context.Context, j job, traceparent string) (context.Context, trace.Span) {
-	ctx, span := telemetry.Start(ctx, "webhook.deliver", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := telemetry.Start(ctx, "webhook.deliver", attemptSpanOptions...)
 	if !span.IsRecording() {
 		return ctx, span
 	}

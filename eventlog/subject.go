@@ -75,15 +75,27 @@ type parsed struct {
 }
 
 func (s Subjects) parse(subject string) (parsed, error) {
-	rest, ok := strings.CutPrefix(subject, s.prefix())
+	// Every record read is parsed (by the projector and by the fan-out):
+	// the fields are slices of subject, cut without allocating.
+	rest, ok := strings.CutPrefix(subject, subjectRoot+".")
+	if ok {
+		rest, ok = strings.CutPrefix(rest, s.env)
+	}
+	if ok {
+		rest, ok = strings.CutPrefix(rest, ".")
+	}
 	if !ok {
 		return parsed{}, fmt.Errorf("subject %q is not in environment %s", subject, s.env)
 	}
-	t := strings.Split(rest, ".")
-	if len(t) != 5 || (t[2] != "pub" && t[2] != "int") {
+	partner, rest, ok1 := strings.Cut(rest, ".")
+	aggregate, rest, ok2 := strings.Cut(rest, ".")
+	vis, typ, ok3 := strings.Cut(rest, ".")
+	noun, verb, ok4 := strings.Cut(typ, ".")
+	if !ok1 || !ok2 || !ok3 || !ok4 || strings.Contains(verb, ".") || (vis != "pub" && vis != "int") ||
+		partner == "" || aggregate == "" || noun == "" || verb == "" {
 		return parsed{}, fmt.Errorf("subject %q is malformed", subject)
 	}
-	return parsed{Partner: t[0], Aggregate: t[1], Public: t[2] == "pub", Type: t[3] + "." + t[4]}, nil
+	return parsed{Partner: partner, Aggregate: aggregate, Public: vis == "pub", Type: typ}, nil
 }
 
 // safeToken accepts what may stand as one subject token.

@@ -29,14 +29,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of tables")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "read side: write heap profiles at each ledger size to this path, suffixed with the size: the bench's process's, and serve's own (.serve.<size>)")
 	fs.IntVar(&o.Burst, "burst", bench.DefaultBurst, "read side: webhook deliveries the dispatch burst measures")
-	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size")
+	fs.IntVar(&o.Rounds, "rounds", bench.DefaultRounds, "read side: dispatch rounds at each ledger size (a burst and its bare loop, each on a service started afresh); the figures are their medians")
+	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size (and .r<round> with more than one round)")
 	fs.Float64Var(&o.WriteRate, "write-rate", 0, "write side: pace the clients to this many requests a second in all, to compare builds by CPU per request at one load (default: each client sends as soon as answered)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if o.Duration <= 0 || o.Clients <= 0 || o.Size <= 0 || o.Events < 10 || o.Partners < 2 {
-		return usageError{"--duration, --clients and --size must be positive, --events at least 10 and --partners at least 2"}
+	if o.Duration <= 0 || o.Clients <= 0 || o.Size <= 0 || o.Rounds <= 0 || o.Events < 10 || o.Partners < 2 {
+		return usageError{"--duration, --clients, --size and --rounds must be positive, --events at least 10 and --partners at least 2"}
 	}
 	if o.Only != "" && o.Only != "write" && o.Only != "read" {
 		return usageError{"--only must be write or read"}

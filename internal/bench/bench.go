@@ -36,6 +36,11 @@ import (
 // ratio by about a tenth (BENCHMARKS.md, sessions 7 and 8).
 const DefaultBurst = 20000
 
+// DefaultRounds is how many dispatch rounds each ledger size measures
+// unless told: the median of three rather than one burst, whose ratio
+// moved by ±0.04 between runs at the large size (BENCHMARKS.md, session 13).
+const DefaultRounds = 3
+
 // Options configure a run.
 type Options struct {
 	// Dir is where fresh data directories are made (a temporary directory
@@ -57,6 +62,10 @@ type Options struct {
 	// Burst is how many webhook deliveries the burst measures (default
 	// DefaultBurst).
 	Burst int
+	// Rounds is how many bursts (each with its bare loop) are measured at
+	// each ledger size, each on a service started afresh; the dispatch's
+	// figures are their medians (default DefaultRounds).
+	Rounds int
 	// Memory is the service's memory setting (eventlog.Config.Memory).
 	Memory int64
 	// HeapProfile, when set, is where the read side writes a heap profile
@@ -155,6 +164,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Burst <= 1 {
 		o.Burst = DefaultBurst
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = DefaultRounds
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,23 +28,18 @@ const hookConcurrency = 8
 // Dispatch is webhook delivery at one ledger size.
 type Dispatch struct {
 	Concurrency int `json:"concurrency"`
-	// BurstRate is how fast the dispatcher delivered BurstEvents events
-	// that were waiting when the service started, first receipt to last;
-	// BareRate a bare loop of signed POSTs to the same receiver at the same
-	// concurrency.
+	// BurstEvents is each round's burst. The rates, the ratio and the CPU
+	// times are the medians of the rounds' (DispatchRound): a burst at the
+	// large size lasts about a second, and one burst's ratio moves by a
+	// few hundredths from run to run on a shared machine.
 	BurstEvents int     `json:"burst_events"`
 	BurstRate   float64 `json:"burst_deliveries_per_second"`
 	BareRate    float64 `json:"bare_posts_per_second"`
 	Ratio       float64 `json:"ratio"`
-	// BurstCPU and BareCPU are the process's CPU time (user and system)
-	// per POST the receiver answered, µs, over the burst (its first
-	// delivery to its last) and over the bare loop: what a delivery costs
-	// beside a bare POST, which the machine's changing speed moves much
-	// less than the two rates. Their ratio is not Ratio: the dispatcher
-	// keeps the processors busy, the bare loop at the same concurrency
-	// waits on its round trips part of the time.
-	BurstCPU float64 `json:"burst_cpu_us_per_delivery"`
-	BareCPU  float64 `json:"bare_cpu_us_per_post"`
+	BurstCPU    float64 `json:"burst_cpu_us_per_delivery"`
+	BareCPU     float64 `json:"bare_cpu_us_per_post"`
+	// Rounds are the measured rounds, in order.
+	Rounds []DispatchRound `json:"rounds"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
 	// second: half the peak of events flowing from append to delivery,
 	// which is the lesser of the burst rate (delivering what is stored) and
@@ -56,6 +52,27 @@ type Dispatch struct {
 	Paced         Measure `json:"paced"`
 	PacedSkipped  int     `json:"paced_skipped"`
 	PacedP99Ratio float64 `json:"paced_p99_ratio"`
+}
+
+// DispatchRound is one burst and the bare loop after it, with a service
+// started afresh on the burst.
+type DispatchRound struct {
+	// BurstRate is how fast the dispatcher delivered the burst's events,
+	// waiting when the service started, first receipt to last; BareRate a
+	// bare loop of signed POSTs to the same receiver at the same
+	// concurrency; Ratio the first over the second.
+	BurstRate float64 `json:"burst_deliveries_per_second"`
+	BareRate  float64 `json:"bare_posts_per_second"`
+	Ratio     float64 `json:"ratio"`
+	// BurstCPU and BareCPU are the process's CPU time (user and system)
+	// per POST the receiver answered, µs, over the burst (its first
+	// delivery to its last) and over the bare loop: what a delivery costs
+	// beside a bare POST, which the machine's changing speed moves much
+	// less than the two rates. Their ratio is not Ratio: the dispatcher
+	// keeps the processors busy, the bare loop at the same concurrency
+	// waits on its round trips part of the time.
+	BurstCPU float64 `json:"burst_cpu_us_per_delivery"`
+	BareCPU  float64 `json:"bare_cpu_us_per_post"`
 }
 
 // receiver is a webhook receiver on loopback: it notes when each event id
@@ -150,30 +167,73 @@ func (rc *receiver) times(ids map[string]bool) map[string]time.Time {
 
 func (rc *receiver) close() { _ = rc.srv.Close() }
 
-// dispatchAndReplay stores the webhook partner's burst while the service
-// is stopped, starts it and times the deliveries, then compares them with
-// a bare loop, measures paced latency, and replays.
+// dispatchAndReplay measures the dispatch in o.Rounds rounds (each with a
+// service started afresh on a new burst), then, on the last round's
+// service, paced latency and the replay.
 func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) error {
 	o := rs.r.opts
 	d := &size.Dispatch
 	d.Concurrency, d.BurstEvents = hookConcurrency, o.Burst
+	var svc *service
+	for round := 1; round <= o.Rounds; round++ {
+		if svc != nil {
+			svc.close()
+		}
+		var r DispatchRound
+		var err error
+		if svc, r, err = rs.dispatchRound(ctx, size.Events, round); err != nil {
+			return err
+		}
+		d.Rounds = append(d.Rounds, r)
+	}
+	defer svc.close()
+	d.summarize()
+	if o.Rounds > 1 {
+		rs.r.progress("    median of %d rounds: %.0f deliveries/s, bare %.0f/s: %.3f×", o.Rounds, d.BurstRate, d.BareRate, d.Ratio)
+	}
+
+	d.PacedTarget = max(min(d.BurstRate, rs.r.Limit.Before.Rate)/2, 1)
+	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
+	var err error
+	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
+		return err
+	}
+	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
+	return rs.replay(ctx, svc, size)
+}
+
+// dispatchRound stores a burst for the webhook partner while the service
+// is stopped, starts it and times the deliveries, then runs the bare loop
+// beside it. It returns the service still running (nil on an error).
+func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*service, DispatchRound, error) {
+	o := rs.r.opts
+	var r DispatchRound
 	ids, err := rs.fillHooks(ctx, o.Burst)
 	if err != nil {
-		return fmt.Errorf("burst fill: %w", err)
+		return nil, r, fmt.Errorf("burst fill: %w", err)
 	}
-	rs.r.progress("  dispatch: %d deliveries waiting; starting the service", o.Burst)
+	rs.r.progress("  dispatch, round %d of %d: %d deliveries waiting; starting the service", round, o.Rounds, o.Burst)
 	rs.hooks.forget()
+	// Profiles keep their names of a single round: the ledger size, then
+	// the round when there are more.
+	suffix := strconv.Itoa(events)
+	if o.Rounds > 1 {
+		suffix += ".r" + strconv.Itoa(round)
+	}
 	// The CPU time (and the profile) starts with the burst's first
 	// delivery, as its rate does: what the service does on starting,
 	// before it, is left out; what it does meanwhile (its projector
 	// catching up on the burst) is in.
-	burst := rs.measureFromNextPost(ctx, strconv.Itoa(size.Events))
+	burst := rs.measureFromNextPost(ctx, suffix)
 	svc, err := startService(ctx, rs.dir, o.Memory)
 	if err != nil {
 		_, _ = burst.stop()
-		return err
+		return nil, r, err
 	}
-	defer svc.close()
+	fail := func(err error) (*service, DispatchRound, error) {
+		svc.close()
+		return nil, r, err
+	}
 	var got map[string]time.Time
 	if err := poll(ctx, 10*time.Minute, "the burst's deliveries", func() (bool, error) {
 		// Only the count until enough have arrived: times copies every id
@@ -186,42 +246,57 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return len(got) == len(ids), nil
 	}); err != nil {
 		_, _ = burst.stop()
-		return err
+		return fail(err)
 	}
-	if d.BurstCPU, err = burst.stop(); err != nil {
-		return err
+	if r.BurstCPU, err = burst.stop(); err != nil {
+		return fail(err)
 	}
 	first, last := spread(got)
-	d.BurstRate = float64(len(got)-1) / last.Sub(first).Seconds()
+	r.BurstRate = float64(len(got)-1) / last.Sub(first).Seconds()
 	if err := svc.caughtUp(ctx); err != nil {
-		return err
+		return fail(err)
 	}
-	stopBare, err := rs.startMeasuring(fmt.Sprintf("%d.bare", size.Events))
+	stopBare, err := rs.startMeasuring(suffix + ".bare")
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	rs.hooks.forget()
-	d.BareRate, err = rs.bareLoop(ctx, o.Duration)
+	r.BareRate, err = rs.bareLoop(ctx, o.Duration)
 	bareCPU, serr := stopBare()
 	if err == nil {
-		d.BareCPU, err = bareCPU, serr
+		r.BareCPU, err = bareCPU, serr
 	}
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	if d.BareRate == 0 {
-		return errors.New("bare loop: the receiver answered no signed POST")
+	if r.BareRate == 0 {
+		return fail(errors.New("bare loop: the receiver answered no signed POST"))
 	}
-	d.Ratio = d.BurstRate / d.BareRate
-	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f× (CPU %.0f vs %.0f µs a POST)", d.BurstRate, d.BareRate, d.Ratio, d.BurstCPU, d.BareCPU)
+	r.Ratio = r.BurstRate / r.BareRate
+	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f× (CPU %.0f vs %.0f µs a POST)", r.BurstRate, r.BareRate, r.Ratio, r.BurstCPU, r.BareCPU)
+	return svc, r, nil
+}
 
-	d.PacedTarget = max(min(d.BurstRate, rs.r.Limit.Before.Rate)/2, 1)
-	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
-	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
-		return err
+// summarize sets the dispatch's figures from its rounds: each the median
+// of the rounds' (the ratio the median of their ratios, not the ratio of
+// the median rates).
+func (d *Dispatch) summarize() {
+	median := func(of func(DispatchRound) float64) float64 {
+		v := make([]float64, len(d.Rounds))
+		for i, r := range d.Rounds {
+			v[i] = of(r)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
 	}
-	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
-	return rs.replay(ctx, svc, size)
+	d.BurstRate = median(func(r DispatchRound) float64 { return r.BurstRate })
+	d.BareRate = median(func(r DispatchRound) float64 { return r.BareRate })
+	d.Ratio = median(func(r DispatchRound) float64 { return r.Ratio })
+	d.BurstCPU = median(func(r DispatchRound) float64 { return r.BurstCPU })
+	d.BareCPU = median(func(r DispatchRound) float64 { return r.BareCPU })
 }
 
 // postWindow measures the process from the receiver's next POST on.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +21,14 @@ import (
 // table shows them. Not a timed test: only that each was measured.
 func TestReadSideReportsEveryFigure(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fills two ledgers and starts the service four times")
+		t.Skip("fills two ledgers and starts the service several times at each")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	heap := filepath.Join(t.TempDir(), "heap")
 	r, err := Run(ctx, Options{
-		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50,
+		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50, Rounds: 2,
 		Duration: 300 * time.Millisecond, Clients: 2, Size: 100, Memory: 256 << 20, Progress: &progress,
 		HeapProfile: heap, Serve: buildGiving(t),
 	})
@@ -70,6 +71,23 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 		} {
 			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
 		}
+		// Each round measured its own burst and bare loop; the figures
+		// are their medians, which for two is their midpoint.
+		if len(s.Dispatch.Rounds) != 2 {
+			t.Fatalf("size %d: %d dispatch rounds, want 2", i, len(s.Dispatch.Rounds))
+		}
+		for j, r := range s.Dispatch.Rounds {
+			for name, v := range map[string]float64{"burst rate": r.BurstRate, "bare rate": r.BareRate, "ratio": r.Ratio, "burst CPU": r.BurstCPU, "bare CPU": r.BareCPU} {
+				positive("size "+strconv.Itoa(i)+" round "+strconv.Itoa(j+1)+" "+name, v)
+			}
+			if math.Abs(r.Ratio-r.BurstRate/r.BareRate) > 1e-9 {
+				t.Errorf("size %d round %d: ratio %v is not %v / %v", i, j+1, r.Ratio, r.BurstRate, r.BareRate)
+			}
+		}
+		r1, r2 := s.Dispatch.Rounds[0], s.Dispatch.Rounds[1]
+		if d := s.Dispatch; d.Ratio != (r1.Ratio+r2.Ratio)/2 || d.BurstRate != (r1.BurstRate+r2.BurstRate)/2 || d.BareCPU != (r1.BareCPU+r2.BareCPU)/2 {
+			t.Errorf("size %d: dispatch %+v is not the median of its rounds", i, d)
+		}
 		// Serve's own memory: its peak holds what it has now, and the Go
 		// heap is part of what is resident.
 		if s.ServePages != servePages || s.ServeHWM < s.ServeRSS || s.ServeHeapInuse > s.ServeRSS {
@@ -91,7 +109,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "append → delivered", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "median of 2 rounds", "append → delivered", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -65,7 +66,11 @@ func (rr *ReadReport) write(w io.Writer) error {
 	})
 	row("dispatch burst vs bare signed POSTs", func(s ReadSize) string {
 		d := s.Dispatch
-		return f("%.0f vs %.0f/s = %.3f× (%d deliveries, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
+		ratios := make([]string, len(d.Rounds))
+		for i, r := range d.Rounds {
+			ratios[i] = f("%.3f", r.Ratio)
+		}
+		return f("%.0f vs %.0f/s = %.3f× (median of %d rounds: %s; %d deliveries each, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, len(d.Rounds), strings.Join(ratios, ", "), d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
 	})
 	row("append → delivered, p50 / p99", func(s ReadSize) string {
 		d := s.Dispatch

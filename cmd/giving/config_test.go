@@ -2,9 +2,13 @@ package main
 
 import (
 	"errors"
+	"os"
+	"runtime/debug"
 	"testing"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
 func TestParseMemory(t *testing.T) {
@@ -45,5 +49,34 @@ func TestParseMemoryAuto(t *testing.T) {
 		t.Errorf("auto = %d with no memory figure known, want the floor %d", got, minAutoMemory)
 	case err == nil && got > minAutoMemory && (got > int64(total)/2+1 || got < int64(total)/2-1):
 		t.Errorf("auto = %d above the floor, want half of %d", got, total)
+	}
+}
+
+// Under a memory limit the collector's target is gcPercent, unless GOGC
+// says otherwise; without a limit it stays as the runtime had it.
+func TestLimitMemorySetsTheCollectorsTarget(t *testing.T) {
+	before, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(before)
+		debug.SetMemoryLimit(limit)
+	})
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC is set in this environment")
+	}
+	limitMemory(eventlog.Config{})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("without a memory limit the target became %d, want it left at 100", got)
+	}
+	limitMemory(eventlog.Config{Memory: 1 << 30})
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("under a memory limit the target is %d, want %d", got, gcPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Errorf("memory limit %d, want %d", got, 1<<30)
+	}
+	t.Setenv("GOGC", "150")
+	limitMemory(eventlog.Config{Memory: 1 << 30})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set the target became %d, want it left at 100", got)
 	}
 }

@@ -15,6 +15,7 @@ func TestBenchFlagMistakes(t *testing.T) {
 		{"--partners", "1"},
 		{"--memory", "10MiB"},
 		{"--duration", "0s"},
+		{"--rounds", "0"},
 	} {
 		err := runBench(context.Background(), args, io.Discard, io.Discard)
 		var u usageError

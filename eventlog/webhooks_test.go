@@ -24,24 +24,12 @@ func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	partner, ep, other := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint), domain.NewID(domain.PrefixEndpoint)
-	var lost atomic.Int32
 	const burst = 3 * eventlog.AttemptsListed
-	for i := range burst {
-		for _, endpoint := range []string{ep, other} {
-			if err := log.RecordAsync(partner, attempt(endpoint, i, domain.DeliverySucceeded), func(error) { lost.Add(1) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	lost := recordBurst(t, log, partner, burst, ep, other)
 	if err := log.Record(ctx, partner, attempt(ep, burst, domain.DeliveryFailed)); err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	log.Settle(sctx)
-	if n := lost.Load(); n != 0 {
-		t.Fatalf("%d attempts lost", n)
-	}
+	settleNoneLost(t, log, lost)
 	got, err := log.Last(ctx, partner, ep)
 	if err != nil {
 		t.Fatal(err)
@@ -82,19 +70,8 @@ func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	partner, ep := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint)
-	var lost atomic.Int32
 	const burst = 4 * eventlog.AttemptsListed
-	for i := range burst {
-		if err := log.RecordAsync(partner, attempt(ep, i, domain.DeliverySucceeded), func(error) { lost.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	log.Settle(sctx)
-	if n := lost.Load(); n != 0 {
-		t.Fatalf("%d attempts reported lost", n)
-	}
+	settleNoneLost(t, log, recordBurst(t, log, partner, burst, ep))
 	stream, err := l.JetStreamForTest().Stream(ctx, "WEBHOOK_ATTEMPTS_SANDBOX")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +105,34 @@ func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
 	if len(got) != eventlog.AttemptsListed || got[0].EventID != fmt.Sprintf("evt_%d", burst-1) ||
 		got[len(got)-1].EventID != fmt.Sprintf("evt_%d", burst-eventlog.AttemptsListed) {
 		t.Fatalf("listed %d attempts, newest %s: want the newest %d", len(got), got[0].EventID, eventlog.AttemptsListed)
+	}
+}
+
+// recordBurst records n successful attempts to each of endpoints without
+// waiting, the i-th of every endpoint before the (i+1)-th of any, and
+// returns the count of those reported lost.
+func recordBurst(t *testing.T, log *eventlog.AttemptLog, partner string, n int, endpoints ...string) *atomic.Int32 {
+	t.Helper()
+	lost := new(atomic.Int32)
+	for i := range n {
+		for _, endpoint := range endpoints {
+			if err := log.RecordAsync(partner, attempt(endpoint, i, domain.DeliverySucceeded), func(error) { lost.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return lost
+}
+
+// settleNoneLost waits for the log to send what it holds and fails the
+// test if any attempt was reported lost.
+func settleNoneLost(t *testing.T, log *eventlog.AttemptLog, lost *atomic.Int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log.Settle(ctx)
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d attempts reported lost", n)
 	}
 }
 

@@ -100,8 +100,8 @@ const minAutoMemory = 512 << 20
 // what is live between collections instead of two. The collector ran at
 // about every 30 MB allocated during a webhook burst and took 6-9 µs of a
 // delivery's 70. Measured in rounds at a million events, the dispatch
-// ratio went from 0.642-0.681x (five runs) to 0.694-0.738x (three), and
-// serve's peak there from 111-121 to 139-145 MiB, well under the read
+// ratio went from 0.642-0.681x (five runs) to 0.694-0.738x (four), and
+// serve's peak there from 111-121 to 139-147 MiB, well under the read
 // side's 256 (BENCHMARKS.md, sessions 13 and 14).
 func limitMemory(cfg eventlog.Config) {
 	if cfg.Memory <= 0 {

@@ -1,7 +1,8 @@
 package projections
 
 import (
-	"maps"
+	"bytes"
+	"cmp"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -9,22 +10,56 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// counters is a transaction's write-back cache of the counters some events
-// add to (a church's balance, an account's total): each is read from the
-// file at its first addition in the transaction, added to in memory, and
-// written once, with the transaction's checkpoint. A rebuild's transaction
-// adds tens of thousands of deposits to a thousand churches' counters;
-// read and written at each deposit, they were a third of the applier's
-// time. Only the appliers that add to them read them in a transaction, and
-// they do through the cache.
+// counters is a transaction's write-back cache of the values some events
+// add to or set (a church's balance, an account's total, a deposit's
+// state): each is read from the file at its first get in the transaction,
+// kept in memory, and written once, with the transaction's checkpoint, each
+// bucket's in key order. A rebuild's transaction adds tens of thousands of
+// deposits to a thousand churches' counters; read and written at each
+// deposit, they were a third of the applier's time. Only the appliers that
+// add to them read them in a transaction, and they do through the cache.
+//
+// It keeps a bucket's puts in the order they came, with their keys and
+// values copied into blocks of its own, and an index of them by key only
+// once something gets from that bucket: a rebuild's deposits are set once
+// each and never read back in the transaction, and keeping them in a map
+// (a key string, a value and a map entry each, grown to tens of thousands,
+// then its keys sorted) took more of the applier than bbolt's puts of them
+// (BENCHMARKS.md, session 15).
 type counters struct {
-	tx *bolt.Tx
-	// set holds, per bucket, the values set in the transaction.
-	set map[string]map[string][]byte
+	tx      *bolt.Tx
+	pending []*pendingPuts
+	mem     arena
+	// keyBuf and valBuf are the adders' scratch (key, scratch): what they
+	// build a key or a value in before get or put copies it.
+	keyBuf, valBuf []byte
 }
 
-func newCounters(tx *bolt.Tx) *counters {
-	return &counters{tx: tx, set: map[string]map[string][]byte{}}
+// pendingPuts is one bucket's puts in the transaction.
+type pendingPuts struct {
+	bucket []byte
+	// kvs are the puts in the order they came; one key is put once while
+	// the bucket has an index, and may be put again before.
+	kvs []counterPut
+	// index finds a key's put in kvs; nil until the bucket's first get.
+	index map[string]int
+}
+
+// counterPut is a put, the n-th in its bucket.
+type counterPut struct {
+	k, v []byte
+	n    int
+}
+
+// counterBlock is the largest block the counters' keys and values are
+// carved from; counterBlockPerRecord sizes a small batch's.
+const (
+	counterBlock          = 64 << 10
+	counterBlockPerRecord = 256
+)
+
+func newCounters(tx *bolt.Tx, records int) *counters {
+	return &counters{tx: tx, mem: arena{block: min(counterBlock, counterBlockPerRecord*max(records, 1))}}
 }
 
 // counting registers an event type's additions to counters.
@@ -37,34 +72,120 @@ func counting(eventType string, add func(c *counters, ev domain.Event)) {
 
 var adders = map[string][]func(c *counters, ev domain.Event){}
 
-// get returns the counter's value: as set in the transaction, else as the
-// file holds it (nil when it has none).
-func (c *counters) get(bucket []byte, key string) []byte {
-	if v, ok := c.set[string(bucket)][key]; ok {
-		return v
+// key returns parts joined in the scratch key, which the next call reuses.
+func (c *counters) key(parts ...string) []byte {
+	c.keyBuf = c.keyBuf[:0]
+	for _, p := range parts {
+		c.keyBuf = append(c.keyBuf, p...)
 	}
-	return c.tx.Bucket(bucket).Get([]byte(key))
+	return c.keyBuf
 }
 
-// put sets the counter's value, to be written with the checkpoint.
-func (c *counters) put(bucket []byte, key string, v []byte) {
-	m, ok := c.set[string(bucket)]
-	if !ok {
-		m = map[string][]byte{}
-		c.set[string(bucket)] = m
+// scratch returns the scratch value, empty, for a value to be built in and
+// put. It has room for any value the adders build (a deposit's state is
+// at most 777 bytes), so appending to it never allocates.
+func (c *counters) scratch() []byte {
+	if c.valBuf == nil {
+		c.valBuf = make([]byte, 0, scratchValue)
 	}
-	m[key] = v
+	return c.valBuf[:0]
 }
 
-// write writes the values set, each bucket's in key order.
+// scratchValue is the room of the scratch value.
+const scratchValue = 1024
+
+// get returns the value of key in bucket: as put in the transaction, else
+// as the file holds it (nil when it has none). It is read-only, and valid
+// until the next put.
+func (c *counters) get(bucket, key []byte) []byte {
+	p := c.of(bucket)
+	if p.index == nil {
+		p.index = make(map[string]int, len(p.kvs))
+		for i, kv := range p.kvs {
+			p.index[string(kv.k)] = i // a later put of a key wins
+		}
+	}
+	if i, ok := p.index[string(key)]; ok {
+		return p.kvs[i].v
+	}
+	return c.tx.Bucket(bucket).Get(key)
+}
+
+// put sets key's value in bucket, to be written with the checkpoint. It
+// copies key and v.
+func (c *counters) put(bucket, key, v []byte) {
+	p := c.of(bucket)
+	if p.index != nil {
+		if i, ok := p.index[string(key)]; ok {
+			if len(p.kvs[i].v) == len(v) {
+				copy(p.kvs[i].v, v) // not yet given to bbolt
+			} else {
+				p.kvs[i].v = c.mem.copy(v)
+			}
+			return
+		}
+		p.index[string(key)] = len(p.kvs)
+	}
+	p.kvs = append(p.kvs, counterPut{k: c.mem.copy(key), v: c.mem.copy(v), n: len(p.kvs)})
+}
+
+// of returns the bucket's puts (a transaction puts into a few buckets).
+func (c *counters) of(bucket []byte) *pendingPuts {
+	for _, p := range c.pending {
+		if bytes.Equal(p.bucket, bucket) {
+			return p
+		}
+	}
+	p := &pendingPuts{bucket: bucket}
+	c.pending = append(c.pending, p)
+	return p
+}
+
+// write writes the values put, each bucket's in key order; of two puts of
+// one key, the later is written.
 func (c *counters) write() error {
-	for name, m := range c.set {
-		b := c.tx.Bucket([]byte(name))
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if err := b.Put([]byte(k), m[k]); err != nil {
+	byKey := func(a, b counterPut) int {
+		if c := bytes.Compare(a.k, b.k); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.n, b.n)
+	}
+	for _, p := range c.pending {
+		if !slices.IsSortedFunc(p.kvs, byKey) {
+			slices.SortFunc(p.kvs, byKey)
+		}
+		b := c.tx.Bucket(p.bucket)
+		for i, kv := range p.kvs {
+			if i+1 < len(p.kvs) && bytes.Equal(kv.k, p.kvs[i+1].k) {
+				continue
+			}
+			if err := b.Put(kv.k, kv.v); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
 }
+
+// arena hands out byte slices carved from large blocks rather than
+// allocated one by one: bbolt keeps what a put is given until the
+// transaction commits, and so does the arena.
+type arena struct {
+	buf []byte
+	// block is the size of a block (a larger slice gets a block of its own).
+	block int
+}
+
+// carve returns an empty slice with room for n bytes, its capacity ending
+// there so that appending to it never reaches the next one.
+func (a *arena) carve(n int) []byte {
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(a.block, n))
+	}
+	start := len(a.buf)
+	a.buf = a.buf[:start+n]
+	return a.buf[start : start : start+n]
+}
+
+// copy returns a copy of b carved from the arena.
+func (a *arena) copy(b []byte) []byte { return append(a.carve(len(b)), b...) }

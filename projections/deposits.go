@@ -20,7 +20,7 @@ var (
 	// that account's total, a big-endian int64.
 	bucketAccountTotals = bucket("church_account_totals")
 	// bucketDeposits holds "<partner>/<trace>" → what is known of that
-	// deposit (depositBytes), for the next credit of the trace to decide
+	// deposit (appendDeposit), for the next credit of the trace to decide
 	// from.
 	bucketDeposits = bucket("deposits")
 )
@@ -35,14 +35,15 @@ type Balance struct {
 func init() {
 	counting("deposit.credited", func(c *counters, ev domain.Event) {
 		credit := ev.Payload.(*domain.DepositCredited)
-		church := ev.PartnerID + "/" + ev.ChurchID
+		church := c.key(ev.PartnerID, "/", ev.ChurchID)
 		total, count := readBalance(c.get(bucketBalances, church))
 		// Credits are bounded (domain.MaxCredit), so a sum cannot overflow
 		// in practice; if it ever did, the total saturates rather than stop
 		// the projector for every partner.
-		c.put(bucketBalances, church, balanceBytes(saturatingAdd(total, credit.Amount), count+1))
-		account := string(accountKey([]byte(church), credit.AccountRef))
-		c.put(bucketAccountTotals, account, u64(uint64(saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount))))
+		c.put(bucketBalances, church, appendBalance(c.scratch(), saturatingAdd(total, credit.Amount), count+1))
+		account := c.key(ev.PartnerID, "/", ev.ChurchID, "\x00", credit.AccountRef)
+		sum := saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount)
+		c.put(bucketAccountTotals, account, binary.BigEndian.AppendUint64(c.scratch(), uint64(sum)))
 		if ev.AggregateID == domain.DepositBook {
 			// A credit in the book is always carried by its
 			// announcement, whose adder records the deposit whole.
@@ -50,16 +51,16 @@ func init() {
 		}
 		// A credit an earlier build recorded on its own (announced by
 		// a later event, or never).
-		key := ev.PartnerID + "/" + credit.Trace
+		key := c.key(ev.PartnerID, "/", credit.Trace)
 		d, _ := readDeposit(c.get(bucketDeposits, key)) // only this file's own writes; a credit sets every field
 		d.ChurchID, d.AccountRef, d.Amount, d.BankTS, d.Credited = ev.ChurchID, credit.AccountRef, credit.Amount, credit.BankTS, true
-		c.put(bucketDeposits, key, depositBytes(d))
+		c.put(bucketDeposits, key, appendDeposit(c.scratch(), d))
 	})
 	// A deposit.received carrying its credit is applied from the credit
 	// alone (see decodeForApply: its public payload is not decoded).
 	counting("deposit.received", func(c *counters, ev domain.Event) {
 		if credit, ok := ev.Internal.(*domain.DepositCredited); ok {
-			c.put(bucketDeposits, ev.PartnerID+"/"+credit.Trace, depositBytes(domain.Deposit{
+			c.put(bucketDeposits, c.key(ev.PartnerID, "/", credit.Trace), appendDeposit(c.scratch(), domain.Deposit{
 				ChurchID: ev.ChurchID, AccountRef: credit.AccountRef, Amount: credit.Amount, BankTS: credit.BankTS, Credited: true, Announced: true,
 			}))
 			return
@@ -69,13 +70,13 @@ func init() {
 		// unannounced). A deposit record this file cannot read (it wrote
 		// every one, so never seen) is kept as it is, so that the next
 		// credit of the trace fails to read it rather than credit again.
-		key := ev.PartnerID + "/" + ev.Payload.(*domain.DepositReceived).Trace
+		key := c.key(ev.PartnerID, "/", ev.Payload.(*domain.DepositReceived).Trace)
 		d, err := readDeposit(c.get(bucketDeposits, key))
 		if err != nil {
 			return
 		}
 		d.Announced = true
-		c.put(bucketDeposits, key, depositBytes(d))
+		c.put(bucketDeposits, key, appendDeposit(c.scratch(), d))
 	})
 }
 
@@ -91,12 +92,12 @@ func (s *Store) Deposit(partner, trace string) (domain.Deposit, error) {
 	return d, err
 }
 
-// depositBytes encodes a deposit's state: flags (1 credited, 2 announced),
-// the amount (big-endian int64), then the church id, the bank timestamp and
-// the account ref, each after its length in one byte (ids, timestamps and
-// refs are short: domain.ValidateCredit bounds a ref to 64 bytes).
-func depositBytes(d domain.Deposit) []byte {
-	b := make([]byte, 0, 12+len(d.ChurchID)+len(d.BankTS)+len(d.AccountRef))
+// appendDeposit appends a deposit's state to b: flags (1 credited, 2
+// announced), the amount (big-endian int64), then the church id, the bank
+// timestamp and the account ref, each after its length in one byte (ids,
+// timestamps and refs are short: domain.ValidateCredit bounds a ref to 64
+// bytes).
+func appendDeposit(b []byte, d domain.Deposit) []byte {
 	var flags byte
 	if d.Credited {
 		flags |= 1
@@ -112,7 +113,7 @@ func depositBytes(d domain.Deposit) []byte {
 	return b
 }
 
-// readDeposit decodes depositBytes; nil (no deposit yet) is the zero
+// readDeposit decodes appendDeposit's encoding; nil (no deposit yet) is the zero
 // deposit.
 func readDeposit(v []byte) (domain.Deposit, error) {
 	if v == nil {
@@ -160,11 +161,9 @@ func readBalance(v []byte) (domain.Hundredths, int64) {
 	return domain.Hundredths(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
 }
 
-func balanceBytes(total domain.Hundredths, count int64) []byte {
-	b := make([]byte, 16)
-	binary.BigEndian.PutUint64(b, uint64(total))
-	binary.BigEndian.PutUint64(b[8:], uint64(count))
-	return b
+// appendBalance appends a balance's total and count to b.
+func appendBalance(b []byte, total domain.Hundredths, count int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(b, uint64(total)), uint64(count))
 }
 
 func readHundredths(v []byte) domain.Hundredths {

@@ -78,15 +78,15 @@ type indexWrites struct {
 	// and write makes their writes partner by partner.
 	groups  map[string]int32
 	partner []string
-	// buf holds the keys and sequences written, carved from large blocks
-	// rather than allocated one by one: bbolt keeps what a put is given
-	// until the transaction commits, and so does buf.
-	buf []byte
+	// mem holds the keys and sequences written.
+	mem arena
 	// n is the batch's length, the capacity a first put gives its index.
 	n int
 }
 
-func newIndexWrites(n int) *indexWrites { return &indexWrites{n: n} }
+func newIndexWrites(n int) *indexWrites {
+	return &indexWrites{n: n, mem: arena{block: min(indexBlock, indexBlockPerRecord*n)}}
+}
 
 // indexRecord adds what rec contributes to the indexes.
 func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
@@ -143,7 +143,7 @@ func (w *indexWrites) join(extra int, parts []string) []byte {
 	for _, p := range parts {
 		n += len(p)
 	}
-	k := w.carve(n)
+	k := w.mem.carve(n)
 	for _, p := range parts {
 		k = append(k, p...)
 	}
@@ -159,17 +159,6 @@ const (
 	indexBlock          = 64 << 10
 	indexBlockPerRecord = 512
 )
-
-// carve returns an empty slice with room for n bytes, its capacity ending
-// there so that appending to it never reaches the next one.
-func (w *indexWrites) carve(n int) []byte {
-	if cap(w.buf)-len(w.buf) < n {
-		w.buf = make([]byte, 0, max(min(indexBlock, indexBlockPerRecord*w.n), n))
-	}
-	start := len(w.buf)
-	w.buf = w.buf[:start+n]
-	return w.buf[start : start : start+n]
-}
 
 // write makes the collected writes, each index's in key order; of two
 // writes to one key, the later is made last and wins, as it would unsorted.
@@ -222,7 +211,7 @@ func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
 		if err := w.writeIndex(tx, i, rank); err != nil {
 			return err
 		}
-		// What bbolt was given stays: it keeps the values (and buf
+		// What bbolt was given stays: it keeps the values (and mem
 		// the keys) until the transaction commits.
 		w.puts[i] = w.puts[i][:0]
 	}

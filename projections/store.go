@@ -308,7 +308,7 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			t.s.mu.RUnlock()
 			return err
 		}
-		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx), readApplied(tx)
+		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx, t.every), readApplied(tx)
 		t.first = t.last
 	}
 	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)
@@ -422,7 +422,7 @@ func (t *txSpan) flush() error {
 // applyBatch applies records past the checkpoint and moves the checkpoint.
 // It returns the new checkpoint, or 0 if nothing was new.
 func applyBatch(tx *bolt.Tx, recs []eventlog.Record, evs []domain.Event) (uint64, error) {
-	indexes, counts := newIndexWrites(len(recs)), newCounters(tx)
+	indexes, counts := newIndexWrites(len(recs)), newCounters(tx, len(recs))
 	last, err := applyRecords(tx, readApplied(tx), recs, evs, indexes, counts)
 	if err != nil || last == 0 {
 		return 0, err

@@ -392,7 +392,9 @@ func TestWebhookRecoverInLedgerOrderAcrossRestart(t *testing.T) {
 		t.Fatalf("cut by the stop: %v, want the eleventh event %s", cut, want[10])
 	}
 	rc.verifyAll(t, ep.Secret)
-	// Each is in the deliveries list as its own attempt.
+	// Each is in the deliveries list as its own attempt, once the attempt
+	// log (recorded asynchronously) has stored the last of them.
+	waitFor(t, 10*time.Second, "thirty attempts logged", func() bool { return len(attempts(t, c, ep.ID)) >= 30 })
 	if n := len(attempts(t, c, ep.ID)); n != 30 {
 		t.Fatalf("%d attempts listed, want 30", n)
 	}

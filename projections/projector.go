@@ -95,11 +95,45 @@ func (p *Projector) followOnce(ctx context.Context) error {
 }
 
 func (p *Projector) follow(ctx context.Context) error {
+	if err := p.catchUpInSpans(ctx); err != nil {
+		return err
+	}
 	pl := p.store.startPipeline(func(recs []eventlog.Record, evs []domain.Event) error {
 		return p.apply(ctx, recs, evs)
 	}, nil)
 	return followInto(ctx, p.ledger, pl, maxBatch, nil)
 }
+
+// catchUpInSpans applies what the ledger holds past the checkpoint as a
+// rebuild does (applyInSpans), when that is at least spanCatchUpAt
+// events: a file discarded after the machine went down, or an instance
+// that was stopped while others wrote. Applied a batch to a transaction,
+// as the follow loop does to answer requests soon, each commit rewrote
+// the last pages of every partner's feed, feed types and public events the
+// batch touched: at a million events over 1,000 partners, 24-26k events/s
+// against a rebuild's ~93k (BENCHMARKS.md, session 15). Waiters (WaitFor)
+// hear of each span's commit. A failure or a pause drops the open span
+// only; the checkpoint is the last commit's, and the loop resumes from it.
+func (p *Projector) catchUpInSpans(ctx context.Context) error {
+	last, err := p.ledger.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if applied := p.store.Applied(); last < applied+spanCatchUpAt {
+		return nil
+	}
+	return applyInSpans(ctx, p.ledger, p.store, last, catchUpSpan, nil)
+}
+
+// spanCatchUpAt is how far behind the ledger the follow loop starts to
+// catch up in spans: four of a rebuild's batches.
+const spanCatchUpAt = 4 * rebuildBatch
+
+// catchUpSpan is how many events a catch-up's transaction applies: a fifth
+// of a rebuild's, and the collector's target is left as it is, since the
+// instance serves meanwhile and a span's pages, keys and envelopes stay in
+// memory until its commit.
+const catchUpSpan = spanEvents / 5
 
 // maxLinks bounds the links of one apply span (the SDK's default limit).
 const maxLinks = 128
@@ -213,30 +247,8 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	if s.Applied() < total {
 		defer relaxGC()()
 		s.db.NoSync = true
-		span := s.newTxSpan(spanEvents)
-		span.syncAhead = true
-		// Before the file is closed (deferred above, so run after).
-		defer func() { _ = span.waitSync() }()
-		var applied func()
-		if progress != nil {
-			applied = func() { progress(span.last, total) }
-		}
-		// The label marks the rebuild's goroutines (reader, decoders,
-		// applier) in a CPU profile: go tool pprof -tagfocus
-		// projections=rebuild.
-		var err error
-		pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
-			pl := s.startPipelineEnding(span.apply, span.end, span.flush, applied, rebuildDepth)
-			err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
-		})
-		if err != nil {
-			return fmt.Errorf("rebuild: read after %d: %w", s.Applied(), err)
-		}
-		if s.Applied() < total {
-			return fmt.Errorf("rebuild: read stopped at %d of %d", s.Applied(), total)
-		}
-		if err := span.waitSync(); err != nil {
-			return fmt.Errorf("rebuild: sync: %w", err)
+		if err := applyInSpans(ctx, ledger, s, total, spanEvents, progress); err != nil {
+			return err
 		}
 		s.db.NoSync = false
 		if err := s.db.Sync(); err != nil {
@@ -245,6 +257,37 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	}
 	if progress != nil {
 		progress(s.Applied(), total)
+	}
+	return nil
+}
+
+// applyInSpans applies the ledger to s up to sequence total through a
+// pipeline, in transactions of every events or more (txSpan). When s does
+// not sync its commits, each commit starts writing the file back in the
+// background, and the writes are synced before it returns.
+func applyInSpans(ctx context.Context, ledger *eventlog.Ledger, s *Store, total uint64, every int, progress Progress) (err error) {
+	span := s.newTxSpan(every)
+	span.syncAhead = s.db.NoSync
+	defer func() {
+		if syncErr := span.waitSync(); syncErr != nil && err == nil {
+			err = fmt.Errorf("projections: sync: %w", syncErr)
+		}
+	}()
+	var applied func()
+	if progress != nil {
+		applied = func() { progress(span.last, total) }
+	}
+	// The label marks the goroutines (reader, decoders, applier) in a CPU
+	// profile: go tool pprof -tagfocus projections=rebuild.
+	pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
+		pl := s.startPipelineEnding(span.apply, span.end, span.flush, applied, rebuildDepth)
+		err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
+	})
+	if err != nil {
+		return fmt.Errorf("projections: read after %d: %w", s.Applied(), err)
+	}
+	if s.Applied() < total {
+		return fmt.Errorf("projections: read stopped at %d of %d", s.Applied(), total)
 	}
 	return nil
 }

@@ -270,9 +270,10 @@ func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 // made batch by batch, each batch's would be inserted among the previous
 // ones' in nodes that bbolt splits only at the commit.
 //
-// It is for a file no one reads until it is complete (catchUpFile): a
-// failure drops what the open transaction holds, and the checkpoint is
-// still the last commit's.
+// A failure drops what the open transaction holds, and the checkpoint is
+// still the last commit's; readers see the last commit, whole. It applies a
+// rebuild (catchUpFile) and a far-behind follow loop's catch-up
+// (Projector.catchUpInSpans).
 type txSpan struct {
 	s       *Store
 	every   int

@@ -30,8 +30,8 @@ type counters struct {
 	tx      *bolt.Tx
 	pending []*pendingPuts
 	mem     arena
-	// keyBuf and valBuf are the adders' scratch (key, scratch): what they
-	// build a key or a value in before get or put copies it.
+	// keyBuf and valBuf are the adders' scratch (see key and scratch):
+	// what they build a key or a value in before get or put copies it.
 	keyBuf, valBuf []byte
 }
 

@@ -41,7 +41,7 @@ func init() {
 		// in practice; if it ever did, the total saturates rather than stop
 		// the projector for every partner.
 		c.put(bucketBalances, church, appendBalance(c.scratch(), saturatingAdd(total, credit.Amount), count+1))
-		account := c.key(ev.PartnerID, "/", ev.ChurchID, "\x00", credit.AccountRef)
+		account := accountKey(church, credit.AccountRef)
 		sum := saturatingAdd(readHundredths(c.get(bucketAccountTotals, account)), credit.Amount)
 		c.put(bucketAccountTotals, account, binary.BigEndian.AppendUint64(c.scratch(), uint64(sum)))
 		if ev.AggregateID == domain.DepositBook {
@@ -150,8 +150,10 @@ func (s *Store) ChurchBalance(partner, church string) (Balance, error) {
 	return bal, err
 }
 
+// accountKey returns an account's key in bucketAccountTotals, appended to
+// church, the church's key in bucketBalances (whose slice it may reuse).
 func accountKey(church []byte, account string) []byte {
-	return append(append(append([]byte{}, church...), 0), account...)
+	return append(append(church, 0), account...)
 }
 
 func readBalance(v []byte) (domain.Hundredths, int64) {

@@ -58,16 +58,7 @@ func TestPipelineStopsAtAFailedTransactionAndResumes(t *testing.T) {
 	if s.Applied() != total {
 		t.Fatalf("resumed to %d, want %d", s.Applied(), total)
 	}
-	rebuilt := filepath.Join(dir, "rebuilt.db")
-	if err := BuildFile(ctx, l, rebuilt, nil); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(rebuilt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, want := mustDump(t, s), mustDump(t, r)
+	got, want := mustDump(t, s), rebuiltDump(t, l)
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed file (%d feed entries) differs from a rebuild", len(got["feed"]))
 	}
@@ -181,6 +172,21 @@ func TestACarriedCreditProjectsAsTheTwoEventsOfBefore(t *testing.T) {
 	if got, want := balances(current), balances(legacy); !reflect.DeepEqual(got, want) {
 		t.Fatalf("carried credits project\n%v\nbefore:\n%v", got, want)
 	}
+}
+
+// rebuiltDump returns every bucket of a file rebuilt from l.
+func rebuiltDump(t *testing.T, l *eventlog.Ledger) map[string]map[string]string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rebuilt.db")
+	if err := BuildFile(context.Background(), l, path, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return mustDump(t, s)
 }
 
 // mustDump returns every bucket of s, for comparing two files.

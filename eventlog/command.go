@@ -86,18 +86,19 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				return Outcome{}, err
 			}
 		}
-		ev, err := cmd.Decide(ctx, h)
-		if err != nil {
-			return Outcome{}, err
-		}
-		if ev == nil {
-			// Nothing to append, so no conditional append can tell a stale
-			// history from a current one; on a cluster the history may have
-			// come from a lagging replica. Decide again unless the leader
-			// agrees the history was whole.
+		ev, refusal := cmd.Decide(ctx, h)
+		if refusal != nil || ev == nil {
+			// A refusal, or nothing to append: no conditional append can
+			// tell a stale history from a current one, and on a cluster the
+			// history may have come from a lagging replica (a partner
+			// created a moment ago would be "not found"). Decide again
+			// unless the leader agrees the history was whole.
 			fresh, err := l.historyCurrent(ctx, cmd, h)
-			if err != nil || fresh {
+			if err != nil && refusal == nil {
 				return Outcome{}, err
+			}
+			if err != nil || fresh {
+				return Outcome{}, refusal
 			}
 			if err := again(ctx, attempt, fmt.Errorf("command %s/%s: the history read stayed behind the stream's leader", cmd.Partner, cmd.Aggregate)); err != nil {
 				return Outcome{}, err

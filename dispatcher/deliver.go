@@ -252,6 +252,10 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 	}
 	switch v, wait, _ := d.attempt(ctx, j, rec); v {
 	case settled:
+		if ctx.Err() != nil {
+			d.ackConfirmed(m, j)
+			return
+		}
 		m.Ack()
 	case interrupted:
 		d.requeue(m, j)
@@ -389,7 +393,20 @@ func (d *Dispatcher) requeue(m eventlog.Job, j job) {
 		m.Retry(0)
 		return
 	}
-	m.Ack()
+	d.ackConfirmed(m, j)
+}
+
+// ackConfirmed lets go of a job and waits for the server to take that in.
+// Jobs are requeued, and settled, this way while the dispatcher stops: a
+// plain ack lost with a server stopping beside the service would leave the
+// taken copy held after the restart, and the endpoint's slots with it, for
+// a whole ack wait (and then hand it out again).
+func (d *Dispatcher) ackConfirmed(m eventlog.Job, j job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.AckConfirmed(ctx); err != nil {
+		d.log.Warn().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook job: the server did not confirm its acknowledgement; it is handed out again after the hold")
+	}
 }
 
 // failingSince is when the endpoint's run of failed attempts began, this

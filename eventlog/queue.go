@@ -142,6 +142,18 @@ func (j Job) Subject() string { return j.msg.Subject() }
 // Ack settles the job as done.
 func (j Job) Ack() { _ = j.msg.Ack() }
 
+// AckConfirmed settles the job as done and waits until the server has taken
+// the acknowledgement in. An Ack is taken in behind the client's back: one
+// sent just before the server stops with the service is lost, and the job
+// stays held as handed out after the restart, with the endpoint's slot,
+// until the hold runs out. Settlements made while stopping use this.
+func (j Job) AckConfirmed(ctx context.Context) error {
+	if err := j.msg.DoubleAck(ctx); err != nil {
+		return natsErr("delivery queue: ack", err)
+	}
+	return nil
+}
+
 // Retry has the job handed out again after delay (at once for 0, as nak
 // does: also after a restart of the server).
 func (j Job) Retry(delay time.Duration) {

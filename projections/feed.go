@@ -24,10 +24,20 @@ var (
 	// bucketFeed holds a bucket per partner (see partnerIndex): <seq> →
 	// the event's envelope.
 	bucketFeed = bucket("feed")
-	// bucketFeedTypes holds a bucket per partner: "<type>/<seq>" →
-	// nothing: each type's events, for pages filtered by type.
+	// bucketFeedTypes holds a bucket per partner: "<type>/<seq>" → the
+	// sequences of that type's events from seq on, big-endian, ascending,
+	// up to typeBlock of them: each type's events, for pages filtered by
+	// type, in blocks (see typeBlock).
 	bucketFeedTypes = bucket("feed_types")
 )
+
+// typeBlock is how many sequences a block of the feed's types holds. A key
+// an event cost the replay about 2 µs of the process's CPU at a million
+// events (bbolt's seek and insert, the page writes, the collector), whatever
+// its value (BENCHMARKS.md, session 16); in blocks, a rebuild's span
+// makes a put or two a partner and type, and a page reads a block or two.
+// A live commit rewrites the last block, at most 1 KiB.
+const typeBlock = 128
 
 // partnerIndexOf returns the partner's bucket in a partner index, nil when
 // the partner has no event there.
@@ -94,17 +104,47 @@ func walkSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
 	return out
 }
 
-// mergeSeqs merges the first n sequences after after of each type's index
+// mergeSeqs merges the first n sequences after after of each type's blocks
 // in a partner's bucket of the feed's types.
 func mergeSeqs(b *bolt.Bucket, types []string, after uint64, n int) []uint64 {
 	var all []uint64
 	for _, t := range types {
-		all = mergeSorted(all, walkSeqs(b.Cursor(), feedTypePrefix(t), after, n))
+		all = mergeSorted(all, walkTypeSeqs(b.Cursor(), feedTypePrefix(t), after, n))
 	}
 	if len(all) > n {
 		all = all[:n]
 	}
 	return all
+}
+
+// walkTypeSeqs returns up to n sequences after after from the blocks whose
+// keys are prefix and their first sequence: from the block before the
+// first that starts past after (it may hold some past after), on.
+func walkTypeSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
+	from := seqKey(prefix, after+1)
+	k, v := c.Seek(from)
+	if k == nil || !bytes.Equal(k, from) {
+		var pk, pv []byte
+		if k == nil {
+			pk, pv = c.Last()
+		} else {
+			pk, pv = c.Prev()
+		}
+		if pk != nil && bytes.HasPrefix(pk, prefix) {
+			k, v = pk, pv
+		} else if k != nil {
+			k, v = c.Seek(from) // the cursor stepped off the type's blocks
+		}
+	}
+	var out []uint64
+	for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < n; k, v = c.Next() {
+		for i := 0; i+8 <= len(v) && len(out) < n; i += 8 {
+			if seq := binary.BigEndian.Uint64(v[i:]); seq > after {
+				out = append(out, seq)
+			}
+		}
+	}
+	return out
 }
 
 func mergeSorted(a, b []uint64) []uint64 {

@@ -2,11 +2,13 @@ package projections_test
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
 )
 
 // feedRecords builds ledger records 1..n: public events of partner pt_a,
@@ -99,6 +101,63 @@ func TestFeedPositionAtAndRecoveryPages(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("recovered %v, want %v", got, want)
+		}
+	}
+}
+
+// A partner's events of each type are kept in blocks of sequences (the
+// feed's types): filtered pages must read the same whether the blocks were
+// written in one transaction, or grew over transactions of every size (a
+// block extended, filled, and new ones started), from any position.
+func TestFilteredPagesReadTheTypesBlocks(t *testing.T) {
+	recs, mine := feedRecords(t, 2400, time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
+	disabled, activated := "webhook_endpoint.auto_disabled", "enrollment.activated"
+	want := func(types []string, after uint64, limit int) ([]uint64, bool) {
+		var seqs []uint64
+		for seq := after + 1; seq <= uint64(len(recs)); seq++ {
+			if ev, ok := mine[seq]; ok && slices.Contains(types, ev.Type) {
+				seqs = append(seqs, seq)
+			}
+		}
+		if len(seqs) > limit {
+			return seqs[:limit], true
+		}
+		return seqs, false
+	}
+	if n, _ := want([]string{activated}, 0, 1<<20); len(n) < 3*128 {
+		t.Fatalf("%d events of the rarer type: want blocks enough to cross", len(n))
+	}
+	dir := t.TempDir()
+	whole := openStore(t, filepath.Join(dir, "whole.db"))
+	defer whole.Close()
+	if err := whole.Apply(recs); err != nil {
+		t.Fatal(err)
+	}
+	grown := openStore(t, filepath.Join(dir, "grown.db"))
+	defer grown.Close()
+	for from, size := 0, 1; from < len(recs); from, size = from+size, size%300+7 {
+		if err := grown.Apply(recs[from:min(from+size, len(recs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*projections.Store{whole, grown} {
+		for _, types := range [][]string{{disabled}, {activated}, {activated, disabled}} {
+			for _, limit := range []int{1, 7, 100} {
+				for after := uint64(0); after <= uint64(len(recs))+1; after += 13 {
+					got, more, err := s.Feed("pt_a", types, after, limit)
+					if err != nil {
+						t.Fatal(err)
+					}
+					seqs := make([]uint64, len(got))
+					for i, e := range got {
+						seqs[i] = e.Seq
+					}
+					wantSeqs, wantMore := want(types, after, limit)
+					if !slices.Equal(seqs, wantSeqs) || more != wantMore {
+						t.Fatalf("%v after %d, limit %d: %v (more %v), want %v (more %v)", types, after, limit, seqs, more, wantSeqs, wantMore)
+					}
+				}
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 
@@ -182,13 +183,33 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 		// keeps bbolt's default.)
 		b.FillPercent = indexFill[i]
 	}
-	for _, kv := range sortByGroup(w.puts[i], rank) {
+	sorted := sortByGroup(w.puts[i], rank)
+	for n := 0; n < len(sorted); n++ {
+		kv := sorted[n]
 		if partnerIndex(i) && kv.group != group {
 			var err error
 			if into, err = b.CreateBucketIfNotExists([]byte(w.partner[kv.group])); err != nil {
 				return err
 			}
 			into.FillPercent, group = indexFill[i], kv.group
+		}
+		if i == indexFeedTypes {
+			// The partner's sequences of one type, in order, go into
+			// its blocks together.
+			prefix := kv.k[:len(kv.k)-8]
+			end := n + 1
+			for end < len(sorted) && sorted[end].group == group && len(sorted[end].k) == len(kv.k) && bytes.HasPrefix(sorted[end].k, prefix) {
+				end++
+			}
+			seqs := w.mem.carve(8 * (end - n))
+			for _, t := range sorted[n:end] {
+				seqs = append(seqs, t.k[len(prefix):]...)
+			}
+			n = end - 1
+			if err := w.appendTypeSeqs(into, prefix, seqs); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := into.Put(kv.k, kv.v); err != nil {
 			return err
@@ -197,17 +218,51 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 	return nil
 }
 
-// writeAppended makes the collected writes to the feed, its types and the
-// public events, and forgets them (see txSpan.flush). A partner's keys
-// there come in key order, or nearly (the public event ids of ledgers
-// written before session 10 are random within a second), so writing them
-// in chunks inserts each chunk after the last in the partner's pages. The msg-ids (keys anywhere) wait for write, and so
-// do the counters: in chunks, each would be inserted among the previous
-// chunks' keys in nodes that bbolt splits only at the commit, each insert
-// moving the entries that came before it.
+// appendTypeSeqs appends seqs (big-endian sequences, ascending, each past
+// those already there) to the blocks of one type in a partner's bucket of
+// the feed's types: the last block while it has room, then new ones.
+func (w *indexWrites) appendTypeSeqs(b *bolt.Bucket, prefix, seqs []byte) error {
+	c := b.Cursor()
+	end := seqKey(prefix, math.MaxUint64)
+	k, v := c.Seek(end)
+	if k == nil {
+		k, v = c.Last()
+	} else if !bytes.Equal(k, end) {
+		k, v = c.Prev()
+	}
+	if k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8 && len(v) < typeBlock*8 {
+		take := min(typeBlock*8-len(v), len(seqs))
+		grown := append(append(w.mem.carve(len(v)+take), v...), seqs[:take]...)
+		if err := b.Put(k, grown); err != nil {
+			return err
+		}
+		seqs = seqs[take:]
+	}
+	for len(seqs) > 0 {
+		take := min(typeBlock*8, len(seqs))
+		key := append(append(w.mem.carve(len(prefix)+8), prefix...), seqs[:8]...)
+		if err := b.Put(key, seqs[:take:take]); err != nil {
+			return err
+		}
+		seqs = seqs[take:]
+	}
+	return nil
+}
+
+// writeAppended makes the collected writes to the feed and the public
+// events, and forgets them (see txSpan.flush). A partner's keys there come
+// in key order, or nearly (the public event ids of ledgers written before
+// session 10 are random within a second), so writing them in chunks
+// inserts each chunk after the last in the partner's pages. The msg-ids
+// (keys anywhere) wait for write, and so do the counters: in chunks, each
+// would be inserted among the previous chunks' keys in nodes that bbolt
+// splits only at the commit, each insert moving the entries that came
+// before it. So do the feed's types: a chunk would rewrite each partner's
+// last block of each type, a span writes it once. The partners keep their
+// numbers (group) for them.
 func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
 	rank := w.ranks()
-	for _, i := range []index{indexPublicEvents, indexFeedEntries, indexFeedTypes} {
+	for _, i := range []index{indexPublicEvents, indexFeedEntries} {
 		if err := w.writeIndex(tx, i, rank); err != nil {
 			return err
 		}
@@ -215,9 +270,6 @@ func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
 		// the keys) until the transaction commits.
 		w.puts[i] = w.puts[i][:0]
 	}
-	// Only the msg-ids are left, all in one group (see indexRecord).
-	clear(w.groups)
-	w.partner = w.partner[:0]
 	return nil
 }
 

@@ -39,7 +39,8 @@ var (
 //	   one aggregate per partner, domain.DepositBook)
 //	6: the feed, its types and the public events by id in a bucket per
 //	   partner (partnerIndex), keyed without the partner
-const Schema = 6
+//	7: the feed's types in blocks of sequences (typeBlock)
+const Schema = 7
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {

@@ -55,12 +55,17 @@ func partnerIndex(i index) bool { return i != indexMsgIDs }
 // bbolt's default (half) leaves every page it splits half empty, and that
 // half is never filled, since the next keys go after it: twice the pages
 // to write, at each commit, for the same entries. The msg-ids are
-// caller-chosen, and the public events' ids of ledgers written before
-// session 10 random within a second, so their keys land anywhere in the
-// tree, and a full page would split at nearly every insert.
+// caller-chosen, so their keys land anywhere in the tree, and a full page
+// would split at nearly every insert. The public events' ids are made in
+// order since session 10 (before, they were random within their second):
+// either way they land near the end of a partner's keys, so a page split
+// there is packed to nine tenths, leaving room for stragglers (half full,
+// the default, they took 111 MB for 55 MB of keys at a million events;
+// nine tenths cut a rebuild's CPU by about 1 µs an event, BENCHMARKS.md,
+// session 16).
 var indexFill = [numIndexes]float64{
 	indexMsgIDs:       bolt.DefaultFillPercent,
-	indexPublicEvents: bolt.DefaultFillPercent,
+	indexPublicEvents: 0.9,
 	indexFeedEntries:  1,
 	indexFeedTypes:    1,
 }

@@ -382,25 +382,29 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, j job, at time.Time) err
 	return d.queue.Schedule(ctx, j.Partner, j.Endpoint, j.EventID, at, data)
 }
 
-// requeue puts a job that was not attempted back on its queue, ready at
-// once, and lets go of the taken copy. If NATS is gone too, the server hands
-// the job out again after the ack wait.
+// requeue hands back a job that was not attempted because the dispatcher
+// is stopping, to be handed out again after requeueDelay (see
+// eventlog.Job.Release). If NATS is gone too, the server hands the job out
+// again after the ack wait.
 func (d *Dispatcher) requeue(m eventlog.Job, j job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	data, _ := json.Marshal(j)
-	if err := d.queue.Put(ctx, j.Partner, j.Endpoint, data); err != nil {
-		m.Retry(0)
-		return
+	if err := m.Release(ctx, requeueDelay); err != nil {
+		d.log.Warn().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook job: the server did not confirm its release; it is handed out again after the hold")
 	}
-	d.ackConfirmed(m, j)
 }
 
+// requeueDelay is how long a job handed back by a stopping instance waits:
+// longer than a stop takes, so the consumer being stopped is not handed it
+// again (and the instance does not put it back again and again as it
+// stops); after a restart, or on another instance, the job waits that long.
+const requeueDelay = 2 * time.Second
+
 // ackConfirmed lets go of a job and waits for the server to take that in.
-// Jobs are requeued, and settled, this way while the dispatcher stops: a
-// plain ack lost with a server stopping beside the service would leave the
-// taken copy held after the restart, and the endpoint's slots with it, for
-// a whole ack wait (and then hand it out again).
+// Jobs are settled this way while the dispatcher stops: a plain ack lost
+// with a server stopping beside the service would leave the taken copy
+// held after the restart, and the endpoint's slots with it, for a whole ack
+// wait (and then hand it out again).
 func (d *Dispatcher) ackConfirmed(m eventlog.Job, j job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -131,7 +131,10 @@ func (q *DeliveryQueue) Schedule(ctx context.Context, partner, endpoint, key str
 // Ack when done, Retry to have it handed out again after a delay, Drop when
 // it can never be run. InProgress tells the queue it is still being worked
 // on, so it is not handed to another instance meanwhile.
-type Job struct{ msg jetstream.Msg }
+type Job struct {
+	msg jetstream.Msg
+	nc  *nats.Conn
+}
 
 // Data is the job as enqueued.
 func (j Job) Data() []byte { return j.msg.Data() }
@@ -150,6 +153,22 @@ func (j Job) Ack() { _ = j.msg.Ack() }
 func (j Job) AckConfirmed(ctx context.Context) error {
 	if err := j.msg.DoubleAck(ctx); err != nil {
 		return natsErr("delivery queue: ack", err)
+	}
+	return nil
+}
+
+// Release hands the job back, to be handed out again after delay (here or
+// on another instance; a restarted server keeps the delay), and waits until
+// the server has taken that in: the nak is sent as a request, which the
+// server answers once it has. An instance that stops releases its jobs
+// this way, with a delay longer than its stop takes: handed back at once,
+// a job would come straight back to the consumer being stopped, and one
+// arriving as it stops is held, with the endpoint's slot, for a whole ack
+// wait after the restart.
+func (j Job) Release(ctx context.Context, delay time.Duration) error {
+	nak := fmt.Appendf(nil, "-NAK {\"delay\": %d}", delay.Nanoseconds())
+	if _, err := j.nc.RequestWithContext(ctx, j.msg.Reply(), nak); err != nil {
+		return natsErr("delivery queue: release", err)
 	}
 	return nil
 }
@@ -205,7 +224,7 @@ func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, c
 	if err != nil {
 		return nil, err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m}) },
+	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m, nc: q.l.nc}) },
 		jetstream.PullMaxMessages(concurrency),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { failed(err) }))
 	if err != nil {

@@ -120,9 +120,6 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 	if err := followInto(ctx, l, live.startPipeline(nil, nil), 100, stop); err != nil {
 		t.Fatal(err)
 	}
-	if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
-		t.Fatal(err)
-	}
 	got, want := mustDump(t, s), mustDump(t, live)
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
@@ -243,9 +240,6 @@ func TestFlushedSpanMakesTheSameFile(t *testing.T) {
 		if err := live.Apply(recs[from:min(from+50, len(recs))]); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
-		t.Fatal(err)
 	}
 	got, want := mustDump(t, s), mustDump(t, live)
 	if len(got["feed"]) != 2000 || !reflect.DeepEqual(got, want) {

@@ -238,7 +238,10 @@ func TestServeDemo(t *testing.T) {
 	srv := startServer(t, dir, nil, "--demo")
 	keyLine := regexp.MustCompile(`API key:\s+(sk_test_\w+)`)
 	partnerLine := regexp.MustCompile(`Demo partner: (pt_\w+)`)
-	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	// The output is collected line by line: wait for the block's last line
+	// (srv is read when called, so this serves the later starts too).
+	printed := func() bool { return strings.Contains(srv.Stdout.String(), `-d '{"churches":`) }
+	waitFor(t, 10*time.Second, "the demo block", printed)
 	key := keyLine.FindStringSubmatch(srv.Stdout.String())[1]
 	pid := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]
 	if !strings.Contains(srv.Stdout.String(), "  export B="+srv.URL+" K="+key+"\n") || !strings.Contains(srv.Stdout.String(), "curl -s $B/v1/churches/import") {
@@ -251,7 +254,7 @@ func TestServeDemo(t *testing.T) {
 	// A second start keeps the partner, issues a fresh key and revokes the
 	// one the first start printed: one demo key is valid at a time.
 	srv = startServer(t, dir, nil, "--demo")
-	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitFor(t, 10*time.Second, "the demo block", printed)
 	if got := partnerLine.FindStringSubmatch(srv.Stdout.String())[1]; got != pid {
 		t.Fatalf("demo partner %s, then %s", pid, got)
 	}
@@ -270,7 +273,7 @@ func TestServeDemo(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	srv = startServer(t, dir, nil, "--demo")
-	waitFor(t, 10*time.Second, "the demo key", func() bool { return keyLine.MatchString(srv.Stdout.String()) })
+	waitFor(t, 10*time.Second, "the demo block", printed)
 	waitStatus(t, srv.URL, keyLine.FindStringSubmatch(srv.Stdout.String())[1], 200)
 }
 

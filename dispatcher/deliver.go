@@ -260,6 +260,13 @@ func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
 	case interrupted:
 		d.requeue(m, j)
 	default:
+		if ctx.Err() != nil {
+			// A plain nak sent as the server stops with the service may be
+			// lost, and the job held, with the endpoint's slot, for a
+			// whole ack wait after the restart.
+			d.handBack(m, j, max(wait, requeueDelay))
+			return
+		}
 		m.Retry(wait)
 	}
 }
@@ -386,10 +393,14 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, j job, at time.Time) err
 // is stopping, to be handed out again after requeueDelay (see
 // eventlog.Job.Release). If NATS is gone too, the server hands the job out
 // again after the ack wait.
-func (d *Dispatcher) requeue(m eventlog.Job, j job) {
+func (d *Dispatcher) requeue(m eventlog.Job, j job) { d.handBack(m, j, requeueDelay) }
+
+// handBack hands a job back, to be handed out again after delay, and waits
+// for the server to take that in (see eventlog.Job.Release).
+func (d *Dispatcher) handBack(m eventlog.Job, j job, delay time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := m.Release(ctx, requeueDelay); err != nil {
+	if err := m.Release(ctx, delay); err != nil {
 		d.log.Warn().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).Msg("webhook job: the server did not confirm its release; it is handed out again after the hold")
 	}
 }

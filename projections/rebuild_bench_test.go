@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"runtime/pprof"
 	"context"
 	"fmt"
 	"os"
@@ -106,9 +107,14 @@ func benchRebuild(b *testing.B, deposits int) {
 	var replayed, raw, cpu, rawCPU time.Duration
 	for b.Loop() {
 		start, startCPU := time.Now(), cpuTime(b, syscall.RUSAGE_SELF)
+		if pf := os.Getenv("REBUILD_PROFILE"); pf != "" {
+			f, _ := os.Create(pf)
+			pprof.StartCPUProfile(f)
+		}
 		if err := BuildFile(ctx, l, filepath.Join(dir, "rebuild.db"), nil); err != nil {
 			b.Fatal(err)
 		}
+		pprof.StopCPUProfile()
 		replayed += time.Since(start)
 		cpu += cpuTime(b, syscall.RUSAGE_SELF) - startCPU
 		b.StopTimer()

@@ -427,16 +427,25 @@ func launchCommand(t *testing.T, dir string, env []string, args ...string) *serv
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// done is closed once the process has exited and every line it
+	// printed is in Stdout: a test that reads Stdout after a stop sees
+	// all of it.
+	collected := make(chan struct{})
 	go func() {
 		s.err = cmd.Wait()
 		pw.Close()
+		<-collected
 		close(s.done)
 	}()
 	go func() {
+		defer close(collected)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			s.Stdout.Write([]byte(sc.Text() + "\n"))
 		}
+		// A line too long for the scanner ends it: read on, so the
+		// process is never stuck writing.
+		_, _ = io.Copy(io.Discard, pr)
 	}()
 	t.Cleanup(func() { s.kill() })
 	return s

@@ -31,6 +31,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Burst, "burst", bench.DefaultBurst, "read side: webhook deliveries the dispatch burst measures")
 	fs.IntVar(&o.Rounds, "rounds", bench.DefaultRounds, "read side: dispatch rounds at each ledger size (a burst and its bare loop, each on a service started afresh); the figures are their medians")
 	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size (and .r<round> with more than one round)")
+	fs.StringVar(&o.ReplayProfile, "replayprofile", "", "read side: write a CPU profile of each replay to this path, suffixed with the ledger size, and of the raw read it is compared with (.<size>.raw)")
 	fs.Float64Var(&o.WriteRate, "write-rate", 0, "write side: pace the clients to this many requests a second in all, to compare builds by CPU per request at one load (default: each client sends as soon as answered)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -42,8 +43,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.Only != "" && o.Only != "write" && o.Only != "read" {
 		return usageError{"--only must be write or read"}
 	}
-	if *cpuProfile != "" && o.BurstProfile != "" {
-		return usageError{"--cpuprofile and --burstprofile cannot be used together: the runtime takes one CPU profile at a time"}
+	profiles := 0
+	for _, p := range []string{*cpuProfile, o.BurstProfile, o.ReplayProfile} {
+		if p != "" {
+			profiles++
+		}
+	}
+	if profiles > 1 {
+		return usageError{"--cpuprofile, --burstprofile and --replayprofile cannot be used together: the runtime takes one CPU profile at a time"}
 	}
 	var err error
 	if o.Memory, err = parseMemory(*memory); err != nil {

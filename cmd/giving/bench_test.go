@@ -16,6 +16,10 @@ func TestBenchFlagMistakes(t *testing.T) {
 		{"--memory", "10MiB"},
 		{"--duration", "0s"},
 		{"--rounds", "0"},
+		// One CPU profile at a time.
+		{"--cpuprofile", "a", "--burstprofile", "b"},
+		{"--cpuprofile", "a", "--replayprofile", "b"},
+		{"--burstprofile", "a", "--replayprofile", "b"},
 	} {
 		err := runBench(context.Background(), args, io.Discard, io.Discard)
 		var u usageError

@@ -84,6 +84,11 @@ type Options struct {
 	// cost per delivery can be read apart from the rest of the run; and
 	// one of the bare loop it is compared with (suffixed .bare).
 	BurstProfile string
+	// ReplayProfile, when set, is where the read side writes a CPU profile
+	// of each replay (suffixed with the ledger size) and of the raw read
+	// it is compared with (suffixed .raw): the rebuild's whole cost, its
+	// ledger server's included, apart from the rest of the run.
+	ReplayProfile string
 	// WriteRate, when positive, paces the write path's clients to this
 	// many requests a second in all (instead of each sending its next
 	// request as soon as the last is answered), so that two builds can be

@@ -339,37 +339,48 @@ func (w *postWindow) stop() (float64, error) {
 // CPU profile written there, suffixed with suffix. What it returns stops
 // both and gives the process's CPU time per POST answered meanwhile, µs.
 func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error), err error) {
-	var f *os.File
-	if path := rs.r.opts.BurstProfile; path != "" {
-		if f, err = os.Create(path + "." + suffix); err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("burst profile: %w", err)
-		}
+	path := rs.r.opts.BurstProfile
+	stopProfile, err := startCPUProfile(path, suffix)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
 		if err := writeAllocs(path + "." + suffix + ".allocs.base"); err != nil {
-			pprof.StopCPUProfile()
-			f.Close()
+			_ = stopProfile()
 			return nil, err
 		}
 	}
 	posts, cpu := rs.hooks.answered.Load(), processCPU()
 	return func() (float64, error) {
-		if f != nil {
-			pprof.StopCPUProfile()
-		}
+		profileErr := stopProfile()
 		n, used := rs.hooks.answered.Load()-posts, processCPU()-cpu
 		perPost := float64(used.Microseconds()) / float64(max(n, 1))
-		if f == nil {
-			return perPost, nil
+		if path == "" || profileErr != nil {
+			return perPost, profileErr
 		}
-		rs.r.progress("    profile %s: %d POSTs answered, %.0f µs of process CPU each", f.Name(), n, perPost)
-		if err := writeAllocs(f.Name() + ".allocs"); err != nil {
-			f.Close()
-			return perPost, err
-		}
-		return perPost, f.Close()
+		rs.r.progress("    profile %s.%s: %d POSTs answered, %.0f µs of process CPU each", path, suffix, n, perPost)
+		return perPost, writeAllocs(path + "." + suffix + ".allocs")
+	}, nil
+}
+
+// startCPUProfile starts a CPU profile of the process written to
+// path.suffix, when path is set; what it returns stops it and closes the
+// file.
+func startCPUProfile(path, suffix string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path + "." + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
 	}, nil
 }
 
@@ -536,20 +547,35 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 // reads the whole stream raw for comparison.
 func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) error {
 	rs.r.progress("  replay: rebuilding the projections")
+	suffix := strconv.Itoa(size.Events)
+	stopProfile, err := startCPUProfile(rs.r.opts.ReplayProfile, suffix)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	last := start
-	err := svc.st.Projector.Rebuild(ctx, func(applied, total uint64) {
+	err = svc.st.Projector.Rebuild(ctx, func(applied, total uint64) {
 		size.ReplayEvents = applied
 		if time.Since(last) > 5*time.Second {
 			last = time.Now()
 			rs.r.progress("    %d/%d events", applied, total)
 		}
 	})
+	elapsed := time.Since(start)
+	if profileErr := stopProfile(); err == nil {
+		err = profileErr
+	}
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	size.ReplayRate = float64(size.ReplayEvents) / time.Since(start).Seconds()
+	size.ReplayRate = float64(size.ReplayEvents) / elapsed.Seconds()
+	if stopProfile, err = startCPUProfile(rs.r.opts.ReplayProfile, suffix+".raw"); err != nil {
+		return err
+	}
 	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().All())
+	if profileErr := stopProfile(); err == nil {
+		err = profileErr
+	}
 	if err != nil {
 		return err
 	}

@@ -26,11 +26,12 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	heap := filepath.Join(t.TempDir(), "heap")
+	profiles := t.TempDir()
+	heap, replay := filepath.Join(profiles, "heap"), filepath.Join(profiles, "replay")
 	r, err := Run(ctx, Options{
 		Dir: t.TempDir(), Only: "read", Events: 2000, Partners: 10, Burst: 50, Rounds: 2,
 		Duration: 300 * time.Millisecond, Clients: 2, Size: 100, Memory: 256 << 20, Progress: &progress,
-		HeapProfile: heap, Serve: buildGiving(t),
+		HeapProfile: heap, ReplayProfile: replay, Serve: buildGiving(t),
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
@@ -94,15 +95,16 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			t.Errorf("size %d: serve read %d pages (want %d), VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB", i, s.ServePages, servePages, s.ServeRSS, s.ServeHWM, s.ServeHeapInuse)
 		}
 	}
-	for _, n := range []string{"200", "2000", "serve.200", "serve.2000"} {
+	for _, name := range []string{heap + ".200", heap + ".2000", heap + ".serve.200", heap + ".serve.2000",
+		replay + ".200", replay + ".200.raw", replay + ".2000", replay + ".2000.raw"} {
 		// A profile is a gzipped protocol buffer (what go tool pprof reads).
-		zr, err := gzip.NewReader(mustOpen(t, heap+"."+n))
+		zr, err := gzip.NewReader(mustOpen(t, name))
 		if err != nil {
-			t.Errorf("heap profile at %s events: %v", n, err)
+			t.Errorf("profile %s: %v", filepath.Base(name), err)
 			continue
 		}
 		if body, err := io.ReadAll(zr); err != nil || len(body) == 0 {
-			t.Errorf("heap profile at %s events: %d bytes, %v", n, len(body), err)
+			t.Errorf("profile %s: %d bytes, %v", filepath.Base(name), len(body), err)
 		}
 	}
 	var table bytes.Buffer

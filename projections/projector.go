@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -130,9 +128,8 @@ func (p *Projector) catchUpInSpans(ctx context.Context) error {
 const spanCatchUpAt = 4 * rebuildBatch
 
 // catchUpSpan is how many events a catch-up's transaction applies: a fifth
-// of a rebuild's, and the collector's target is left as it is, since the
-// instance serves meanwhile and a span's pages, keys and envelopes stay in
-// memory until its commit.
+// of a rebuild's, since the instance serves meanwhile and a span's pages,
+// keys and envelopes stay in memory until its commit.
 const catchUpSpan = spanEvents / 5
 
 // maxLinks bounds the links of one apply span (the SDK's default limit).
@@ -245,7 +242,6 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		return err
 	}
 	if s.Applied() < total {
-		defer relaxGC()()
 		s.db.NoSync = true
 		if err := applyInSpans(ctx, ledger, s, total, spanEvents, progress); err != nil {
 			return err
@@ -290,53 +286,4 @@ func applyInSpans(ctx context.Context, ledger *eventlog.Ledger, s *Store, total 
 		return fmt.Errorf("projections: read stopped at %d of %d", s.Applied(), total)
 	}
 	return nil
-}
-
-// rebuildGCPercent is the garbage collector's target (GOGC) while a
-// rebuild runs under a memory limit. A rebuild allocates per event
-// (decoded events, keys, bbolt's nodes) and keeps a transaction's worth
-// alive (spanEvents): at the default of 100 the collector ran every
-// ~60 MiB allocated and took about 2 of the process's 18 CPU-µs per
-// event (BenchmarkRebuild, GOGC=100 against 400: 18.0-19.7 against
-// 15.3-16.8), on a machine whose cores the replay shares with the ledger
-// server. A rebuild is a batch job; the memory limit (--memory,
-// GOMEMLIMIT) still bounds the heap: the collector runs harder as the
-// heap nears it, whatever the target.
-const rebuildGCPercent = 400
-
-var (
-	gcMu sync.Mutex
-	// gcRelaxed counts the rebuilds running with the target raised;
-	// gcBefore is the target to restore when the last one ends.
-	gcRelaxed int
-	gcBefore  int
-)
-
-// relaxGC raises the collector's target to rebuildGCPercent for a
-// rebuild, when a memory limit is set (without one, the target is all that
-// bounds the heap) and the target is lower (GOGC=off or higher is left as
-// it is). The returned func restores the target once every rebuild that
-// raised it has ended.
-func relaxGC() (restore func()) {
-	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
-		return func() {}
-	}
-	gcMu.Lock()
-	defer gcMu.Unlock()
-	if gcRelaxed == 0 {
-		before := debug.SetGCPercent(rebuildGCPercent)
-		if before < 0 || before >= rebuildGCPercent {
-			debug.SetGCPercent(before)
-			return func() {}
-		}
-		gcBefore = before
-	}
-	gcRelaxed++
-	return func() {
-		gcMu.Lock()
-		defer gcMu.Unlock()
-		if gcRelaxed--; gcRelaxed == 0 {
-			debug.SetGCPercent(gcBefore)
-		}
-	}
 }

@@ -129,8 +129,10 @@ func (q *DeliveryQueue) Schedule(ctx context.Context, partner, endpoint, key str
 
 // Job is one job handed to an endpoint's consumer. It must be settled once:
 // Ack when done, Retry to have it handed out again after a delay, Drop when
-// it can never be run. InProgress tells the queue it is still being worked
-// on, so it is not handed to another instance meanwhile.
+// it can never be run; while stopping, AckConfirmed and Release do what Ack
+// and Retry do and wait for the server to take it in. InProgress tells the
+// queue it is still being worked on, so it is not handed to another
+// instance meanwhile.
 type Job struct {
 	msg jetstream.Msg
 	nc  *nats.Conn

@@ -122,19 +122,9 @@ func mergeSeqs(b *bolt.Bucket, types []string, after uint64, n int) []uint64 {
 // first that starts past after (it may hold some past after), on.
 func walkTypeSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
 	from := seqKey(prefix, after+1)
-	k, v := c.Seek(from)
-	if k == nil || !bytes.Equal(k, from) {
-		var pk, pv []byte
-		if k == nil {
-			pk, pv = c.Last()
-		} else {
-			pk, pv = c.Prev()
-		}
-		if pk != nil && bytes.HasPrefix(pk, prefix) {
-			k, v = pk, pv
-		} else if k != nil {
-			k, v = c.Seek(from) // the cursor stepped off the type's blocks
-		}
+	k, v := atOrBefore(c, from)
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		k, v = c.Seek(from) // no block of the type starts at or before from
 	}
 	var out []uint64
 	for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < n; k, v = c.Next() {
@@ -145,6 +135,20 @@ func walkTypeSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {
 		}
 	}
 	return out
+}
+
+// atOrBefore moves c to the last key at or before key and returns it (nil
+// when every key is after key).
+func atOrBefore(c *bolt.Cursor, key []byte) (k, v []byte) {
+	k, v = c.Seek(key)
+	switch {
+	case k == nil:
+		return c.Last()
+	case bytes.Equal(k, key):
+		return k, v
+	default:
+		return c.Prev()
+	}
 }
 
 func mergeSorted(a, b []uint64) []uint64 {

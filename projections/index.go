@@ -227,14 +227,7 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 // those already there) to the blocks of one type in a partner's bucket of
 // the feed's types: the last block while it has room, then new ones.
 func (w *indexWrites) appendTypeSeqs(b *bolt.Bucket, prefix, seqs []byte) error {
-	c := b.Cursor()
-	end := seqKey(prefix, math.MaxUint64)
-	k, v := c.Seek(end)
-	if k == nil {
-		k, v = c.Last()
-	} else if !bytes.Equal(k, end) {
-		k, v = c.Prev()
-	}
+	k, v := atOrBefore(b.Cursor(), seqKey(prefix, math.MaxUint64))
 	if k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8 && len(v) < typeBlock*8 {
 		take := min(typeBlock*8-len(v), len(seqs))
 		grown := append(append(w.mem.carve(len(v)+take), v...), seqs[:take]...)

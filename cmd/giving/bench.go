@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/partnergiving/giving/eventlog"
@@ -63,18 +62,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.Serve, err = os.Executable(); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := bench.StartCPUProfile(*cpuProfile, "")
+	if err != nil {
+		return err
 	}
 	r, err := bench.Run(ctx, o)
+	if profileErr := stopProfile(); err == nil {
+		err = profileErr
+	}
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

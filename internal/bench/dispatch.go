@@ -340,7 +340,7 @@ func (w *postWindow) stop() (float64, error) {
 // both and gives the process's CPU time per POST answered meanwhile, µs.
 func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error), err error) {
 	path := rs.r.opts.BurstProfile
-	stopProfile, err := startCPUProfile(path, suffix)
+	stopProfile, err := StartCPUProfile(path, suffix)
 	if err != nil {
 		return nil, err
 	}
@@ -363,14 +363,17 @@ func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error)
 	}, nil
 }
 
-// startCPUProfile starts a CPU profile of the process written to
-// path.suffix, when path is set; what it returns stops it and closes the
-// file.
-func startCPUProfile(path, suffix string) (stop func() error, err error) {
+// StartCPUProfile starts a CPU profile of the process written to
+// path.suffix (path alone for an empty suffix), when path is set; what it
+// returns stops it and closes the file.
+func StartCPUProfile(path, suffix string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
 	}
-	f, err := os.Create(path + "." + suffix)
+	if suffix != "" {
+		path += "." + suffix
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +551,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) error {
 	rs.r.progress("  replay: rebuilding the projections")
 	suffix := strconv.Itoa(size.Events)
-	stopProfile, err := startCPUProfile(rs.r.opts.ReplayProfile, suffix)
+	stopProfile, err := StartCPUProfile(rs.r.opts.ReplayProfile, suffix)
 	if err != nil {
 		return err
 	}
@@ -569,7 +572,7 @@ func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) e
 		return fmt.Errorf("replay: %w", err)
 	}
 	size.ReplayRate = float64(size.ReplayEvents) / elapsed.Seconds()
-	if stopProfile, err = startCPUProfile(rs.r.opts.ReplayProfile, suffix+".raw"); err != nil {
+	if stopProfile, err = StartCPUProfile(rs.r.opts.ReplayProfile, suffix+".raw"); err != nil {
 		return err
 	}
 	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().All())

@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -56,13 +57,14 @@ func partnerIndex(i index) bool { return i != indexMsgIDs }
 // half is never filled, since the next keys go after it: twice the pages
 // to write, at each commit, for the same entries. The msg-ids are
 // caller-chosen, so their keys land anywhere in the tree, and a full page
-// would split at nearly every insert. The public events' ids are made in
-// order since session 10 (before, they were random within their second):
-// either way they land near the end of a partner's keys, so a page split
-// there is packed to nine tenths, leaving room for stragglers (half full,
-// the default, they took 111 MB for 55 MB of keys at a million events;
-// nine tenths cut a rebuild's CPU by about 1 µs an event, BENCHMARKS.md,
-// session 16).
+// would split at nearly every insert. The public events' blocks are keyed
+// by their first ids, made in order since session 10 (before, random
+// within their second): either way new blocks land near the end of a
+// partner's keys, and a block an id out of order goes into grows, so a
+// page split there is packed to nine tenths (half full, the default, the
+// ids took 111 MB for 55 MB of keys at a million events, before their
+// blocks; nine tenths cut a rebuild's CPU by about 1 µs an event,
+// BENCHMARKS.md, session 16).
 var indexFill = [numIndexes]float64{
 	indexMsgIDs:       bolt.DefaultFillPercent,
 	indexPublicEvents: 0.9,
@@ -216,6 +218,18 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 			}
 			continue
 		}
+		if i == indexPublicEvents {
+			// The partner's ids, in order, go into its blocks together.
+			end := n + 1
+			for end < len(sorted) && sorted[end].group == group {
+				end++
+			}
+			if err := w.putEventIDs(into, sorted[n:end]); err != nil {
+				return err
+			}
+			n = end - 1
+			continue
+		}
 		if err := into.Put(kv.k, kv.v); err != nil {
 			return err
 		}
@@ -247,27 +261,70 @@ func (w *indexWrites) appendTypeSeqs(b *bolt.Bucket, prefix, seqs []byte) error 
 	return nil
 }
 
-// writeAppended makes the collected writes to the feed and the public
-// events, and forgets them (see txSpan.flush). A partner's keys there come
-// in key order, or nearly (the public event ids of ledgers written before
-// session 10 are random within a second), so writing them in chunks
-// inserts each chunk after the last in the partner's pages. The msg-ids
-// (keys anywhere) wait for write, and so do the counters: in chunks, each
-// would be inserted among the previous chunks' keys in nodes that bbolt
-// splits only at the commit, each insert moving the entries that came
-// before it. So do the feed's types: a chunk would rewrite each partner's
-// last block of each type, a span writes it once. The partners keep their
-// numbers (group) for them.
-func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
-	rank := w.ranks()
-	for _, i := range []index{indexPublicEvents, indexFeedEntries} {
-		if err := w.writeIndex(tx, i, rank); err != nil {
-			return err
+// putEventIDs adds a partner's public events (ids → their sequences as 8
+// bytes, in id order) to its blocks in b: the ids up to the next block's
+// first go into the last block that starts at or before the first of them
+// (the first block, when they come before every one), which is written
+// again with them, in blocks of at most eventBlock.
+func (w *indexWrites) putEventIDs(b *bolt.Bucket, kvs []keyValue) error {
+	for len(kvs) > 0 {
+		// A cursor is placed afresh once its bucket has changed.
+		c := b.Cursor()
+		k, v := atOrBefore(c, kvs[0].k)
+		if k == nil {
+			k, v = c.First()
 		}
-		// What bbolt was given stays: it keeps the values (and mem
-		// the keys) until the transaction commits.
-		w.puts[i] = w.puts[i][:0]
+		n, last := len(kvs), true
+		if k != nil {
+			if next, _ := c.Next(); next != nil {
+				n, _ = slices.BinarySearchFunc(kvs, next, func(kv keyValue, key []byte) int { return bytes.Compare(kv.k, key) })
+				last = false
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("projections: event id %q found no block before %q", kvs[0].k, k)
+		}
+		entries := mergeEventIDs(v, kvs[:n])
+		if k != nil && !bytes.Equal(k, entries[0].id) {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, size := range eventBlocks(len(entries), last) {
+			need := 0
+			for _, e := range entries[:size] {
+				need += len(e.id) + 8 + 2 // an id's length takes a byte or two
+			}
+			block := w.mem.carve(need)
+			for _, e := range entries[:size] {
+				block = appendEventEntry(block, e.id, e.seq)
+			}
+			if err := b.Put(entries[0].id, block); err != nil {
+				return err
+			}
+			entries = entries[size:]
+		}
+		kvs = kvs[n:]
 	}
+	return nil
+}
+
+// writeAppended makes the collected writes to the feed, and forgets them
+// (see txSpan.flush). A partner's keys there come in key order, so writing
+// them in chunks inserts each chunk after the last in the partner's pages.
+// The msg-ids (keys anywhere) wait for write, and so do the counters: in
+// chunks, each would be inserted among the previous chunks' keys in nodes
+// that bbolt splits only at the commit, each insert moving the entries
+// that came before it. So do the feed's types and the public events by
+// id: a chunk would rewrite each partner's last block, a span writes it
+// once. The partners keep their numbers (group) for them.
+func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
+	if err := w.writeIndex(tx, indexFeedEntries, w.ranks()); err != nil {
+		return err
+	}
+	// What bbolt was given stays: it keeps the values (and mem the keys)
+	// until the transaction commits.
+	w.puts[indexFeedEntries] = w.puts[indexFeedEntries][:0]
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +41,8 @@ var (
 //	6: the feed, its types and the public events by id in a bucket per
 //	   partner (partnerIndex), keyed without the partner
 //	7: the feed's types in blocks of sequences (typeBlock)
-const Schema = 7
+//	8: the public events by id in blocks of ids (eventBlock)
+const Schema = 8
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -398,8 +400,8 @@ func (t *txSpan) synced(err error) {
 	}
 }
 
-// flush makes the writes to the feed, its types and the public events
-// that the open transaction has collected so far (indexWrites.writeAppended).
+// flush makes the writes to the feed that the open transaction has
+// collected so far (indexWrites.writeAppended).
 // The pipeline calls it when the applier would otherwise wait for the
 // reader: the checkpoint's writes were most of a span's commit (~170 ms of
 // ~270 ms per 50,000 events), and those of the rebuild's last span, made
@@ -662,10 +664,41 @@ func (s *Store) Dump() (map[string]map[string]string, error) {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			m := map[string]string{}
 			out[string(name)] = m
+			if bytes.Equal(name, bucketPublicEvents) {
+				return dumpEventBlocks(b, m)
+			}
 			return dumpBucket(b, "", m)
 		})
 	})
 	return out, err
+}
+
+// dumpEventBlocks dumps the public events by id as "<partner>/<id>" → its
+// sequence (8 bytes), not by block: where a partner's blocks split depends
+// on the transactions that wrote them (an id that comes out of order grows
+// the block it falls in), what they hold does not. A block with bytes
+// that are not entries is dumped as it is, under its own key.
+func dumpEventBlocks(b *bolt.Bucket, into map[string]string) error {
+	blocks := map[string]string{}
+	if err := dumpBucket(b, "", blocks); err != nil {
+		return err
+	}
+	for k, block := range blocks {
+		partner := k[:strings.IndexByte(k, '/')+1]
+		rest := []byte(block)
+		for {
+			id, seq, next, ok := eventEntry(rest)
+			if !ok {
+				break
+			}
+			into[partner+string(id)] = string(u64(seq))
+			rest = next
+		}
+		if len(rest) > 0 || block == "" {
+			into[k] = block
+		}
+	}
+	return nil
 }
 
 func dumpBucket(b *bolt.Bucket, prefix string, into map[string]string) error {

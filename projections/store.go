@@ -411,8 +411,8 @@ func (t *txSpan) synced(err error) {
 // Not in a transaction that began on an empty file: each tree's keys (a
 // partner's bucket's, in the partner indexes) all go into one node until
 // the commit splits it, and each chunk's keys would be inserted among the
-// previous chunks' (a partner's events of several types, or the random
-// event ids of a ledger written before session 10), moving them.
+// previous chunks' (the feed's buckets of the partners, named by random
+// ids, each made when its partner's first event comes), moving them.
 func (t *txSpan) flush() error {
 	if t.tx == nil || t.first == 0 {
 		return nil

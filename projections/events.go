@@ -21,8 +21,10 @@ var bucketPublicEvents = bucket("public_events")
 // feed's types did before their blocks (typeBlock): in blocks, a rebuild's
 // span makes a put or two a partner, since ids are made in order
 // (domain.NewSortedID) and each span's land after the last block's first.
-// A live commit rewrites the block its id falls in, about 1.3 KiB.
-const eventBlock = 32
+// A live commit rewrites the block its id falls in, about 650 bytes.
+// Sixteen measured cheaper than 32 and than 8 (BENCHMARKS.md, session 18):
+// smaller blocks pack pages better, larger ones make fewer puts.
+const eventBlock = 16
 
 // An entry of a block of public events: the id's length (uvarint), the
 // id, and the event's stream sequence (8 bytes, big-endian).

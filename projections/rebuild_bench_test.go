@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/internal/cpuprofile"
 )
 
 // depositLedger fills an unsynced ledger with deposits as giving bench
@@ -100,20 +100,12 @@ func BenchmarkRebuildMillion(b *testing.B) { benchRebuild(b, 1_000_000) }
 // -cpuprofile also holds the ledger's fill and the raw read), written to
 // the file REBUILD_PROFILE names when it is set; the last replay's stays.
 func profileRebuild(b *testing.B) (stop func()) {
-	path := os.Getenv("REBUILD_PROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
+	stopProfile, err := cpuprofile.Start(os.Getenv("REBUILD_PROFILE"), "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
 	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
+		if err := stopProfile(); err != nil {
 			b.Fatal(err)
 		}
 	}

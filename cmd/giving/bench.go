@@ -10,6 +10,7 @@ import (
 
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/bench"
+	"github.com/partnergiving/giving/internal/cpuprofile"
 )
 
 // runBench measures the service against the disk's raw synced publish rate
@@ -62,7 +63,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.Serve, err = os.Executable(); err != nil {
 		return err
 	}
-	stopProfile, err := bench.StartCPUProfile(*cpuProfile, "")
+	stopProfile, err := cpuprofile.Start(*cpuProfile, "")
 	if err != nil {
 		return err
 	}

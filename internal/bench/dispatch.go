@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/internal/cpuprofile"
 )
 
 // hookConcurrency is the attempts the dispatcher makes at once to one
@@ -340,7 +339,7 @@ func (w *postWindow) stop() (float64, error) {
 // both and gives the process's CPU time per POST answered meanwhile, µs.
 func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error), err error) {
 	path := rs.r.opts.BurstProfile
-	stopProfile, err := StartCPUProfile(path, suffix)
+	stopProfile, err := cpuprofile.Start(path, suffix)
 	if err != nil {
 		return nil, err
 	}
@@ -360,30 +359,6 @@ func (rs *readState) startMeasuring(suffix string) (stop func() (float64, error)
 		}
 		rs.r.progress("    profile %s.%s: %d POSTs answered, %.0f µs of process CPU each", path, suffix, n, perPost)
 		return perPost, writeAllocs(path + "." + suffix + ".allocs")
-	}, nil
-}
-
-// StartCPUProfile starts a CPU profile of the process written to
-// path.suffix (path alone for an empty suffix), when path is set; what it
-// returns stops it and closes the file.
-func StartCPUProfile(path, suffix string) (stop func() error, err error) {
-	if path == "" {
-		return func() error { return nil }, nil
-	}
-	if suffix != "" {
-		path += "." + suffix
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
 	}, nil
 }
 
@@ -551,7 +526,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) error {
 	rs.r.progress("  replay: rebuilding the projections")
 	suffix := strconv.Itoa(size.Events)
-	stopProfile, err := StartCPUProfile(rs.r.opts.ReplayProfile, suffix)
+	stopProfile, err := cpuprofile.Start(rs.r.opts.ReplayProfile, suffix)
 	if err != nil {
 		return err
 	}
@@ -572,7 +547,7 @@ func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) e
 		return fmt.Errorf("replay: %w", err)
 	}
 	size.ReplayRate = float64(size.ReplayEvents) / elapsed.Seconds()
-	if stopProfile, err = StartCPUProfile(rs.r.opts.ReplayProfile, suffix+".raw"); err != nil {
+	if stopProfile, err = cpuprofile.Start(rs.r.opts.ReplayProfile, suffix+".raw"); err != nil {
 		return err
 	}
 	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().All())

@@ -19,7 +19,7 @@ import (
 func TestFarBehindFollowCatchesUpInSpans(t *testing.T) {
 	ctx := context.Background()
 	behind := 2*catchUpSpan + spanCatchUpAt
-	l := filledLedger(t, depositEvents(t, behind, 40, false))
+	l := filledLedger(t, depositEvents(t, behind, 40, false, numberedTrace))
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestFarBehindFollowCatchesUpInSpans(t *testing.T) {
 	}
 
 	// What comes next is applied as it comes, not held for a span.
-	more, err := l.Fill(ctx, depositEvents(t, 3, 2, false))
+	more, err := l.Fill(ctx, depositEvents(t, 3, 2, false, numberedTrace))
 	if err != nil {
 		t.Fatal(err)
 	}

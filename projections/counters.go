@@ -27,7 +27,9 @@ import (
 // then its keys sorted) took more of the applier than bbolt's puts of them
 // (BENCHMARKS.md, session 15).
 type counters struct {
-	tx      *bolt.Tx
+	tx *bolt.Tx
+	// runs: a file build's deposits go to runs (see runs.go).
+	runs    bool
 	pending []*pendingPuts
 	mem     arena
 	// keyBuf and valBuf are the adders' scratch (see key and scratch):
@@ -108,6 +110,9 @@ func (c *counters) get(bucket, key []byte) []byte {
 	if i, ok := p.index[string(key)]; ok {
 		return p.kvs[i].v
 	}
+	if c.runs && bytes.Equal(bucket, bucketDeposits) {
+		return runGet(c.tx, key)
+	}
 	return c.tx.Bucket(bucket).Get(key)
 }
 
@@ -154,11 +159,22 @@ func (c *counters) write() error {
 		if !slices.IsSortedFunc(p.kvs, byKey) {
 			slices.SortFunc(p.kvs, byKey)
 		}
-		b := c.tx.Bucket(p.bucket)
+		// Keep the last put of each key.
+		kvs := p.kvs[:0]
 		for i, kv := range p.kvs {
 			if i+1 < len(p.kvs) && bytes.Equal(kv.k, p.kvs[i+1].k) {
 				continue
 			}
+			kvs = append(kvs, kv)
+		}
+		if c.runs && bytes.Equal(p.bucket, bucketDeposits) {
+			if err := writeRun(c.tx, kvs); err != nil {
+				return err
+			}
+			continue
+		}
+		b := c.tx.Bucket(p.bucket)
+		for _, kv := range kvs {
 			if err := b.Put(kv.k, kv.v); err != nil {
 				return err
 			}

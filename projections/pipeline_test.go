@@ -120,6 +120,9 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 	if err := followInto(ctx, l, live.startPipeline(nil, nil), 100, stop); err != nil {
 		t.Fatal(err)
 	}
+	if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
+		t.Fatal(err)
+	}
 	got, want := mustDump(t, s), mustDump(t, live)
 	if len(got["feed"]) != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed spanned file (%d feed entries) differs from one applied a transaction a batch", len(got["feed"]))
@@ -130,7 +133,7 @@ func TestSpanningTransactionFailsAndResumes(t *testing.T) {
 // the same deposit recorded, as ledgers written before did, as two.
 func TestACarriedCreditProjectsAsTheTwoEventsOfBefore(t *testing.T) {
 	ctx := context.Background()
-	current := depositEvents(t, 30, 4, false)
+	current := depositEvents(t, 30, 4, false, numberedTrace)
 	var legacy []domain.Event
 	for _, ev := range current {
 		legacy = append(legacy, asBefore(ev)...)
@@ -240,6 +243,9 @@ func TestFlushedSpanMakesTheSameFile(t *testing.T) {
 		if err := live.Apply(recs[from:min(from+50, len(recs))]); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
+		t.Fatal(err)
 	}
 	got, want := mustDump(t, s), mustDump(t, live)
 	if len(got["feed"]) != 2000 || !reflect.DeepEqual(got, want) {

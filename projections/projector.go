@@ -246,6 +246,9 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 		if err := applyInSpans(ctx, ledger, s, total, spanEvents, progress); err != nil {
 			return err
 		}
+		if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
+			return err
+		}
 		s.db.NoSync = false
 		if err := s.db.Sync(); err != nil {
 			return fmt.Errorf("rebuild: sync: %w", err)

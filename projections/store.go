@@ -52,6 +52,10 @@ type Store struct {
 	// (durability.go); discarded: Open found the file torn by a machine
 	// crash and started an empty one.
 	unsynced, discarded bool
+	// building: the file is being built (openRebuild); nobody reads it
+	// until it is complete, so a build's spans write their deposits as
+	// runs (see runs.go).
+	building bool
 
 	// mu guards db against a swap by Rebuild; readers hold it shared.
 	mu sync.RWMutex
@@ -103,7 +107,11 @@ func (s *Store) Discarded() bool { return s.discarded }
 // remaps the file as it grows, doubling the mapping, and each remap copies
 // the keys and values of the transaction's pages out of the old mapping.
 func openRebuild(path string) (*Store, error) {
-	return open(path, &bolt.Options{Timeout: 2 * time.Second, NoGrowSync: true, InitialMmapSize: rebuildMmap})
+	s, err := open(path, &bolt.Options{Timeout: 2 * time.Second, NoGrowSync: true, InitialMmapSize: rebuildMmap})
+	if err == nil {
+		s.building = true
+	}
+	return s, err
 }
 
 // rebuildMmap is the mapping a rebuild starts with: address space, not
@@ -313,6 +321,7 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			return err
 		}
 		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx, t.every), readApplied(tx)
+		t.counts.runs = t.s.building
 		t.first = t.last
 	}
 	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)

@@ -1,0 +1,182 @@
+package projections
+
+import (
+	"bytes"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A file build (catchUpFile) does not insert deposits into their table span
+// by span. A deposit's key is its trace, which follows no order of the
+// ledger's, so each span's deposits land all over the table: at a million
+// events every span of 50,000 rewrote most of its leaves (tens of thousands
+// of pages, half empty from splits in the middle), and the table's pages
+// were about a third of what a rebuild wrote, growing with the history
+// rather than with the span (BENCHMARKS.md, session 16). Instead each span
+// writes its deposits, sorted, as a run of their own (appended to an empty
+// bucket, so pages are written once and full), and once the ledger is read
+// the runs are merged into the table in key order: appended again, once.
+// With traces that come in about the ledger's order (giving bench's) this
+// gains nothing; with traces in no order of the ledger's (the sandbox
+// bank's, or many banks'), a build at a million deposits took 7.5-7.9 s
+// instead of 10.8-12.1 (BenchmarkRebuildMillionScattered, BENCHMARKS.md,
+// session 18).
+//
+// Nobody reads a file being built until it is complete (it is swapped in,
+// or removed when the build fails), so the table may be missing the
+// deposits of the runs meanwhile. The build itself reads a deposit only for
+// a credit recorded on its own or an announcement without one (ledgers
+// written before the deposit book); counters.get looks in the runs then,
+// newest first.
+
+// bucketDepositRuns holds, while a file is being built, a bucket per span
+// (its number, big-endian) of the span's deposits, as the deposits table
+// would hold them. It is created by the first span and deleted by
+// mergeDepositRuns.
+var bucketDepositRuns = []byte("deposit_runs")
+
+// writeRun writes a span's deposits, sorted and one put per key, as the next
+// run.
+func writeRun(tx *bolt.Tx, kvs []counterPut) error {
+	runs, err := tx.CreateBucketIfNotExists(bucketDepositRuns)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	if k, _ := runs.Cursor().Last(); len(k) == 8 {
+		n = binary.BigEndian.Uint64(k)
+	}
+	run, err := runs.CreateBucket(binary.BigEndian.AppendUint64(nil, n+1))
+	if err != nil {
+		return err
+	}
+	run.FillPercent = 1 // keys come in order: pages fill, none splits in the middle
+	for _, kv := range kvs {
+		if err := run.Put(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runGet returns key's value in the newest run that has it, else in the
+// deposits table.
+func runGet(tx *bolt.Tx, key []byte) []byte {
+	if runs := tx.Bucket(bucketDepositRuns); runs != nil {
+		c := runs.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if v := runs.Bucket(k).Get(key); v != nil {
+				return v
+			}
+		}
+	}
+	return tx.Bucket(bucketDeposits).Get(key)
+}
+
+// mergeEvery is how many deposits a transaction of a build's merge puts:
+// what it changed stays in memory until it commits.
+const mergeEvery = spanEvents
+
+// mergeDepositRuns merges the runs into the deposits table in key order (of
+// a key in several runs, the newest run's value) and deletes them, in
+// transactions of every puts; a file without runs is left as it is. Each
+// transaction resumes after the last key the previous one put.
+func mergeDepositRuns(db *bolt.DB, every int) error {
+	var after []byte
+	for {
+		done := false
+		err := db.Update(func(tx *bolt.Tx) error {
+			runs := tx.Bucket(bucketDepositRuns)
+			if runs == nil {
+				done = true
+				return nil
+			}
+			var err error
+			after, done, err = mergeSome(tx, runs, after, every)
+			if err == nil && done {
+				err = tx.DeleteBucket(bucketDepositRuns)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("projections: merge the deposits: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// mergeSome puts up to every deposits past after from the runs into the
+// deposits table, and returns the last key put and whether the runs are
+// exhausted.
+func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte, bool, error) {
+	var h runHeap
+	rc := runs.Cursor()
+	for n, _ := rc.First(); n != nil; n, _ = rc.Next() {
+		c := runs.Bucket(n).Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		if k != nil {
+			h = append(h, &runCursor{c: c, n: binary.BigEndian.Uint64(n), k: k, v: v})
+		}
+	}
+	heap.Init(&h)
+	table := tx.Bucket(bucketDeposits)
+	table.FillPercent = 1
+	var last []byte
+	for put := 0; put < every && len(h) > 0; put++ {
+		// The heap's top is the smallest key, of the newest run among
+		// those holding it: its value is the one to keep. The key and
+		// value are the file's (bbolt copies them out of the mapping
+		// before it ever remaps it), valid for the transaction.
+		top := h[0]
+		last = top.k
+		if err := table.Put(last, top.v); err != nil {
+			return nil, false, err
+		}
+		for len(h) > 0 && bytes.Equal(h[0].k, last) {
+			c := h[0]
+			if c.k, c.v = c.c.Next(); c.k == nil {
+				heap.Pop(&h)
+			} else {
+				heap.Fix(&h, 0)
+			}
+		}
+	}
+	return bytes.Clone(last), len(h) == 0, nil
+}
+
+// runCursor is a run's place in the merge.
+type runCursor struct {
+	c    *bolt.Cursor
+	n    uint64
+	k, v []byte
+}
+
+// runHeap orders the runs' cursors by key, then newest run first.
+type runHeap []*runCursor
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].k, h[j].k); c != 0 {
+		return c < 0
+	}
+	return h[i].n > h[j].n
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runCursor)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

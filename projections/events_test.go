@@ -3,7 +3,6 @@ package projections_test
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -50,19 +49,7 @@ func TestEventsByIDReadTheBlocks(t *testing.T) {
 		recs[seq-1].Data, mine[seq] = data, ev
 	}
 
-	dir := t.TempDir()
-	whole := openStore(t, filepath.Join(dir, "whole.db"))
-	defer whole.Close()
-	if err := whole.Apply(recs); err != nil {
-		t.Fatal(err)
-	}
-	grown := openStore(t, filepath.Join(dir, "grown.db"))
-	defer grown.Close()
-	for from, size := 0, 1; from < len(recs); from, size = from+size, size%300+7 {
-		if err := grown.Apply(recs[from:min(from+size, len(recs))]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	whole, grown := wholeAndGrown(t, recs)
 	for name, s := range map[string]*projections.Store{"whole": whole, "grown": grown} {
 		for _, seq := range seqs {
 			id := mine[seq].ID

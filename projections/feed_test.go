@@ -105,6 +105,27 @@ func TestFeedPositionAtAndRecoveryPages(t *testing.T) {
 	}
 }
 
+// wholeAndGrown returns two stores holding recs: one applied in one
+// transaction, one grown over transactions of 1 to 300 records. Both are
+// closed when the test ends.
+func wholeAndGrown(t *testing.T, recs []eventlog.Record) (whole, grown *projections.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	whole = openStore(t, filepath.Join(dir, "whole.db"))
+	t.Cleanup(func() { whole.Close() })
+	if err := whole.Apply(recs); err != nil {
+		t.Fatal(err)
+	}
+	grown = openStore(t, filepath.Join(dir, "grown.db"))
+	t.Cleanup(func() { grown.Close() })
+	for from, size := 0, 1; from < len(recs); from, size = from+size, size%300+7 {
+		if err := grown.Apply(recs[from:min(from+size, len(recs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return whole, grown
+}
+
 // A partner's events of each type are kept in blocks of sequences (the
 // feed's types): filtered pages must read the same whether the blocks were
 // written in one transaction, or grew over transactions of every size (a
@@ -127,19 +148,7 @@ func TestFilteredPagesReadTheTypesBlocks(t *testing.T) {
 	if n, _ := want([]string{activated}, 0, 1<<20); len(n) < 3*128 {
 		t.Fatalf("%d events of the rarer type: want blocks enough to cross", len(n))
 	}
-	dir := t.TempDir()
-	whole := openStore(t, filepath.Join(dir, "whole.db"))
-	defer whole.Close()
-	if err := whole.Apply(recs); err != nil {
-		t.Fatal(err)
-	}
-	grown := openStore(t, filepath.Join(dir, "grown.db"))
-	defer grown.Close()
-	for from, size := 0, 1; from < len(recs); from, size = from+size, size%300+7 {
-		if err := grown.Apply(recs[from:min(from+size, len(recs))]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	whole, grown := wholeAndGrown(t, recs)
 	for _, s := range []*projections.Store{whole, grown} {
 		for _, types := range [][]string{{disabled}, {activated}, {activated, disabled}} {
 			for _, limit := range []int{1, 7, 100} {

@@ -58,15 +58,22 @@ type batch struct {
 // received).
 const pipelineDepth = 1
 
-// rebuildDepth is a rebuild's pipelineDepth. A rebuild's transaction
-// spans many batches (txSpan) and its commit, every spanEvents, takes a
-// quarter of a second, with the applier busy and nothing else to do on the
-// other core once the reader has filled what it may hold: with one batch
-// queued the reader stopped a few thousand events into each commit. Four
-// let it read and decode 20,000 more while the commit runs (BenchmarkRebuild,
-// replay/raw medians on a shared machine: 0.335 at one, 0.38 at four, 0.37
-// at eight), for about 25 MB more held at the worst.
-const rebuildDepth = 4
+// rebuildDepth is a file build's pipelineDepth. A build's transaction
+// spans many batches (txSpan) and its commit, every spanEvents, takes 100
+// to 250 ms, with the applier busy: the reader goes on reading and
+// decoding until it has filled what it may hold, then waits. At four
+// batches it waited 1.9 s of a 7.2 s read of a million events, and the
+// applier 2.4 s for it between commits; twelve (60,000 events, a span and
+// a fifth) keep it reading through a commit: BenchmarkRebuildMillion, six
+// runs interleaved, 128-132k events/s against 120-127k at four (eight:
+// 119-130k; sixteen: 122-126k, the collector marking what it holds).
+// About 6 MB a batch held at the worst.
+const rebuildDepth = 12
+
+// catchUpDepth is a far-behind follow loop's pipelineDepth: its spans are
+// catchUpSpan, a fifth of a build's, and four batches hold more than one;
+// the instance serves meanwhile.
+const catchUpDepth = 4
 
 func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, applied func()) *pipeline {
 	if apply == nil {

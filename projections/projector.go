@@ -120,7 +120,7 @@ func (p *Projector) catchUpInSpans(ctx context.Context) error {
 	if applied := p.store.Applied(); last < applied+spanCatchUpAt {
 		return nil
 	}
-	return applyInSpans(ctx, p.ledger, p.store, last, catchUpSpan, nil)
+	return applyInSpans(ctx, p.ledger, p.store, last, catchUpSpan, catchUpDepth, nil)
 }
 
 // spanCatchUpAt is how far behind the ledger the follow loop starts to
@@ -243,7 +243,7 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	}
 	if s.Applied() < total {
 		s.db.NoSync = true
-		if err := applyInSpans(ctx, ledger, s, total, spanEvents, progress); err != nil {
+		if err := applyInSpans(ctx, ledger, s, total, spanEvents, rebuildDepth, progress); err != nil {
 			return err
 		}
 		if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
@@ -261,10 +261,11 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 }
 
 // applyInSpans applies the ledger to s up to sequence total through a
-// pipeline, in transactions of every events or more (txSpan). When s does
-// not sync its commits, each commit starts writing the file back in the
-// background, and the writes are synced before it returns.
-func applyInSpans(ctx context.Context, ledger *eventlog.Ledger, s *Store, total uint64, every int, progress Progress) (err error) {
+// pipeline holding up to depth batches, in transactions of every events or
+// more (txSpan). When s does not sync its commits, each commit starts
+// writing the file back in the background, and the writes are synced
+// before it returns.
+func applyInSpans(ctx context.Context, ledger *eventlog.Ledger, s *Store, total uint64, every, depth int, progress Progress) (err error) {
 	span := s.newTxSpan(every)
 	span.syncAhead = s.db.NoSync
 	defer func() {
@@ -279,7 +280,7 @@ func applyInSpans(ctx context.Context, ledger *eventlog.Ledger, s *Store, total 
 	// The label marks the goroutines (reader, decoders, applier) in a CPU
 	// profile: go tool pprof -tagfocus projections=rebuild.
 	pprof.Do(ctx, pprof.Labels("projections", "rebuild"), func(ctx context.Context) {
-		pl := s.startPipelineEnding(span.apply, span.end, span.flush, applied, rebuildDepth)
+		pl := s.startPipelineEnding(span.apply, span.end, span.flush, applied, depth)
 		err = followInto(ctx, ledger, pl, rebuildBatch, func(last uint64) bool { return last >= total })
 	})
 	if err != nil {

@@ -65,14 +65,14 @@ const pipelineDepth = 1
 // batches it waited 1.9 s of a 7.2 s read of a million events, and the
 // applier 2.4 s for it between commits; twelve (60,000 events, a span and
 // a fifth) keep it reading through a commit: BenchmarkRebuildMillion, six
-// runs interleaved, 128-132k events/s against 120-127k at four (eight:
+// runs interleaved, 127-134k events/s against 120-127k at four (eight:
 // 119-130k; sixteen: 122-126k, the collector marking what it holds).
 // About 8 MB a batch held at the worst (1.6 KB a deposit read and decoded),
 // 95 MB at twelve.
 const rebuildDepth = 12
 
 // catchUpDepth is a far-behind follow loop's pipelineDepth: its spans are
-// catchUpSpan, a fifth of a build's, and four batches hold more than one;
+// catchUpSpan, a fifth of a build's, and four batches hold two of them;
 // the instance serves meanwhile.
 const catchUpDepth = 4
 

@@ -20,10 +20,7 @@ func TestFarBehindFollowCatchesUpInSpans(t *testing.T) {
 	ctx := context.Background()
 	behind := 2*catchUpSpan + spanCatchUpAt
 	l := filledLedger(t, depositEvents(t, behind, 40, false, numberedTrace))
-	last, err := l.LastSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	last := lastSeq(t, l)
 	store, err := Open(filepath.Join(t.TempDir(), "live.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -137,10 +137,7 @@ func profileRebuild(b *testing.B) (stop func()) {
 func benchRebuild(b *testing.B, deposits int, trace func(int) string) {
 	ctx := context.Background()
 	l := tracedDepositLedger(b, deposits, 1000, trace)
-	total, err := l.LastSeq(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	total := lastSeq(b, l)
 	dir := b.TempDir()
 	var replayed, raw, cpu, rawCPU time.Duration
 	for b.Loop() {

@@ -110,8 +110,11 @@ func (c *counters) get(bucket, key []byte) []byte {
 	if i, ok := p.index[string(key)]; ok {
 		return p.kvs[i].v
 	}
-	if c.runs && bytes.Equal(bucket, bucketDeposits) {
-		return runGet(c.tx, key)
+	if bytes.Equal(bucket, bucketDeposits) {
+		if c.runs {
+			return runGet(c.tx, key)
+		}
+		return blockGet(c.tx.Bucket(bucketDeposits).Cursor(), key)
 	}
 	return c.tx.Bucket(bucket).Get(key)
 }
@@ -167,13 +170,19 @@ func (c *counters) write() error {
 			}
 			kvs = append(kvs, kv)
 		}
-		if c.runs && bytes.Equal(p.bucket, bucketDeposits) {
-			if err := writeRun(c.tx, kvs); err != nil {
+		b := c.tx.Bucket(p.bucket)
+		if bytes.Equal(p.bucket, bucketDeposits) {
+			var err error
+			if c.runs {
+				err = writeRun(c.tx, keyValues(kvs), &c.mem)
+			} else {
+				err = putInBlocks(b, keyValues(kvs), depositBlock, &c.mem)
+			}
+			if err != nil {
 				return err
 			}
 			continue
 		}
-		b := c.tx.Bucket(p.bucket)
 		for _, kv := range kvs {
 			if err := b.Put(kv.k, kv.v); err != nil {
 				return err
@@ -181,6 +190,15 @@ func (c *counters) write() error {
 		}
 	}
 	return nil
+}
+
+// keyValues returns the keys and values of puts.
+func keyValues(puts []counterPut) []keyValue {
+	kvs := make([]keyValue, len(puts))
+	for i, p := range puts {
+		kvs[i] = keyValue{k: p.k, v: p.v}
+	}
+	return kvs
 }
 
 // arena hands out byte slices carved from large blocks rather than

@@ -21,9 +21,21 @@ var (
 	bucketAccountTotals = bucket("church_account_totals")
 	// bucketDeposits holds "<partner>/<trace>" → what is known of that
 	// deposit (appendDeposit), for the next credit of the trace to decide
-	// from.
+	// from, in blocks of up to depositBlock (see blocks.go).
 	bucketDeposits = bucket("deposits")
 )
+
+// depositBlock is how many deposits a block of the deposits by trace
+// holds. A deposit was a key of its own until session 20: a build wrote
+// each twice, into its span's run and into the table, and the merge of the
+// runs, after the last span and on one core, put a million keys in 0.8-1.0
+// s of a 7.5-8 s build, most of it bbolt's seek and insert of each key.
+// In blocks, a million-deposit build ran at 140-148k events/s against
+// 128-131k (BenchmarkRebuildMillion); blocks of 4, 6 and 8 measured alike,
+// and 4 left the smallest file (785 bytes an event against 810 at 6 and 8,
+// 759 before: BENCHMARKS.md, session 20). A live credit rewrites its block,
+// about 600 bytes, in the page it rewrote anyway.
+const depositBlock = 4
 
 // Balance is what a church has received.
 type Balance struct {
@@ -86,7 +98,7 @@ func (s *Store) Deposit(partner, trace string) (domain.Deposit, error) {
 	var d domain.Deposit
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
-		d, err = readDeposit(tx.Bucket(bucketDeposits).Get([]byte(partner + "/" + trace)))
+		d, err = readDeposit(blockGet(tx.Bucket(bucketDeposits).Cursor(), []byte(partner+"/"+trace)))
 		return err
 	})
 	return d, err

@@ -3,7 +3,6 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -224,7 +223,7 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 			for end < len(sorted) && sorted[end].group == group {
 				end++
 			}
-			if err := w.putEventIDs(into, sorted[n:end]); err != nil {
+			if err := putInBlocks(into, sorted[n:end], eventBlock, &w.mem); err != nil {
 				return err
 			}
 			n = end - 1
@@ -257,54 +256,6 @@ func (w *indexWrites) appendTypeSeqs(b *bolt.Bucket, prefix, seqs []byte) error 
 			return err
 		}
 		seqs = seqs[take:]
-	}
-	return nil
-}
-
-// putEventIDs adds a partner's public events (ids → their sequences as 8
-// bytes, in id order) to its blocks in b: the ids up to the next block's
-// first go into the last block that starts at or before the first of them
-// (the first block, when they come before every one), which is written
-// again with them, in blocks of at most eventBlock.
-func (w *indexWrites) putEventIDs(b *bolt.Bucket, kvs []keyValue) error {
-	for len(kvs) > 0 {
-		// A cursor is placed afresh once its bucket has changed.
-		c := b.Cursor()
-		k, v := atOrBefore(c, kvs[0].k)
-		if k == nil {
-			k, v = c.First()
-		}
-		n, last := len(kvs), true
-		if k != nil {
-			if next, _ := c.Next(); next != nil {
-				n, _ = slices.BinarySearchFunc(kvs, next, func(kv keyValue, key []byte) int { return bytes.Compare(kv.k, key) })
-				last = false
-			}
-		}
-		if n == 0 {
-			return fmt.Errorf("projections: event id %q found no block before %q", kvs[0].k, k)
-		}
-		entries := mergeEventIDs(v, kvs[:n])
-		if k != nil && !bytes.Equal(k, entries[0].id) {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		for _, size := range eventBlocks(len(entries), last) {
-			need := 0
-			for _, e := range entries[:size] {
-				need += len(e.id) + 8 + 2 // an id's length takes a byte or two
-			}
-			block := w.mem.carve(need)
-			for _, e := range entries[:size] {
-				block = appendEventEntry(block, e.id, e.seq)
-			}
-			if err := b.Put(entries[0].id, block); err != nil {
-				return err
-			}
-			entries = entries[size:]
-		}
-		kvs = kvs[n:]
 	}
 	return nil
 }

@@ -16,9 +16,10 @@ import (
 // of pages, half empty from splits in the middle), and the table's pages
 // were about a third of what a rebuild wrote, growing with the history
 // rather than with the span (BENCHMARKS.md, session 16). Instead each span
-// writes its deposits, sorted, as a run of their own (appended to an empty
-// bucket, so pages are written once and full), and once the ledger is read
-// the runs are merged into the table in key order: appended again, once.
+// writes its deposits, sorted, as a run of their own (in blocks, see
+// blocks.go, appended to an empty bucket, so pages are written once and
+// full), and once the ledger is read the runs are merged into the table in
+// key order: appended again, once.
 // With traces that come in about the ledger's order (giving bench's) this
 // gains nothing; with traces in no order of the ledger's (the sandbox
 // bank's, or many banks'), a build at a million deposits took 7.5-7.9 s
@@ -38,9 +39,9 @@ import (
 // mergeDepositRuns.
 var bucketDepositRuns = []byte("deposit_runs")
 
-// writeRun writes a span's deposits, sorted and one put per key, as the next
-// run.
-func writeRun(tx *bolt.Tx, kvs []counterPut) error {
+// writeRun writes a span's deposits, sorted and one of each key, as the
+// next run, in blocks carved from mem.
+func writeRun(tx *bolt.Tx, kvs []keyValue, mem *arena) error {
 	runs, err := tx.CreateBucketIfNotExists(bucketDepositRuns)
 	if err != nil {
 		return err
@@ -54,12 +55,7 @@ func writeRun(tx *bolt.Tx, kvs []counterPut) error {
 		return err
 	}
 	run.FillPercent = 1 // keys come in order: pages fill, none splits in the middle
-	for _, kv := range kvs {
-		if err := run.Put(kv.k, kv.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return putInBlocks(run, kvs, depositBlock, mem)
 }
 
 // runGet returns key's value in the newest run that has it, else in the
@@ -68,12 +64,12 @@ func runGet(tx *bolt.Tx, key []byte) []byte {
 	if runs := tx.Bucket(bucketDepositRuns); runs != nil {
 		c := runs.Cursor()
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			if v := runs.Bucket(k).Get(key); v != nil {
+			if v := blockGet(runs.Bucket(k).Cursor(), key); v != nil {
 				return v
 			}
 		}
 	}
-	return tx.Bucket(bucketDeposits).Get(key)
+	return blockGet(tx.Bucket(bucketDeposits).Cursor(), key)
 }
 
 // mergeEvery is how many deposits a transaction of a build's merge puts:
@@ -82,8 +78,8 @@ const mergeEvery = spanEvents
 
 // mergeDepositRuns merges the runs into the deposits table in key order (of
 // a key in several runs, the newest run's value) and deletes them, in
-// transactions of every puts; a file without runs is left as it is. Each
-// transaction resumes after the last key the previous one put.
+// transactions of every deposits; a file without runs is left as it is.
+// Each transaction resumes after the last key the previous one put.
 func mergeDepositRuns(db *bolt.DB, every int) error {
 	var after []byte
 	for {
@@ -117,49 +113,100 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 	var h runHeap
 	rc := runs.Cursor()
 	for n, _ := rc.First(); n != nil; n, _ = rc.Next() {
-		c := runs.Bucket(n).Cursor()
-		k, v := c.First()
-		if after != nil {
-			k, v = c.Seek(after)
-			if bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
-		if k != nil {
-			h = append(h, &runCursor{c: c, n: binary.BigEndian.Uint64(n), k: k, v: v})
+		r := &runCursor{c: runs.Bucket(n).Cursor(), n: binary.BigEndian.Uint64(n)}
+		if r.seekAfter(after) {
+			h = append(h, r)
+		} else if r.err != nil {
+			return nil, false, r.err
 		}
 	}
 	heap.Init(&h)
-	table := tx.Bucket(bucketDeposits)
-	table.FillPercent = 1
-	var last []byte
-	for put := 0; put < every && len(h) > 0; put++ {
+	var ended []*runCursor // the runs the merge took to their end
+	// The keys and values are the file's (bbolt copies them out of the
+	// mapping before it ever remaps it), valid for the transaction; the
+	// blocks are carved from mem, which bbolt holds until the commit.
+	kvs := make([]keyValue, 0, min(every, 1<<16))
+	for len(kvs) < every && len(h) > 0 {
 		// The heap's top is the smallest key, of the newest run among
-		// those holding it: its value is the one to keep. The key and
-		// value are the file's (bbolt copies them out of the mapping
-		// before it ever remaps it), valid for the transaction.
+		// those holding it: its value is the one to keep.
 		top := h[0]
-		last = top.k
-		if err := table.Put(last, top.v); err != nil {
-			return nil, false, err
-		}
+		kvs = append(kvs, keyValue{k: top.k, v: top.v})
+		last := top.k
 		for len(h) > 0 && bytes.Equal(h[0].k, last) {
-			c := h[0]
-			if c.k, c.v = c.c.Next(); c.k == nil {
-				heap.Pop(&h)
+			if !h[0].next() {
+				ended = append(ended, heap.Pop(&h).(*runCursor))
 			} else {
 				heap.Fix(&h, 0)
 			}
 		}
 	}
-	return bytes.Clone(last), len(h) == 0, nil
+	for _, r := range ended {
+		if r.err != nil {
+			return nil, false, r.err
+		}
+	}
+	if len(kvs) == 0 {
+		return after, true, nil
+	}
+	table := tx.Bucket(bucketDeposits)
+	table.FillPercent = 1
+	var mem arena
+	mem.block = 1 << 20
+	if err := putInBlocks(table, kvs, depositBlock, &mem); err != nil {
+		return nil, false, err
+	}
+	return bytes.Clone(kvs[len(kvs)-1].k), len(h) == 0, nil
 }
 
-// runCursor is a run's place in the merge.
+// runCursor is a run's place in the merge: its entry k, v, in the block
+// whose rest is block, of the blocks c walks.
 type runCursor struct {
-	c    *bolt.Cursor
-	n    uint64
-	k, v []byte
+	c     *bolt.Cursor
+	n     uint64
+	block []byte
+	k, v  []byte
+	// err is set when a block of the run holds bytes that are not
+	// entries (the run ends there).
+	err error
+}
+
+// seekAfter places r at the run's first entry after after (its first when
+// after is nil), and reports whether there is one.
+func (r *runCursor) seekAfter(after []byte) bool {
+	var block []byte
+	if after == nil {
+		_, block = r.c.First()
+	} else if _, block = atOrBefore(r.c, after); block == nil {
+		_, block = r.c.First()
+	}
+	r.block = block
+	if block == nil {
+		return false
+	}
+	for r.next() {
+		if after == nil || bytes.Compare(r.k, after) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// next moves r to the run's next entry, and reports whether there is one.
+func (r *runCursor) next() bool {
+	for {
+		k, v, rest, ok := nextEntry(r.block)
+		if ok {
+			r.k, r.v, r.block = k, v, rest
+			return true
+		}
+		if len(r.block) > 0 {
+			r.err = fmt.Errorf("projections: run %d: a block of deposits ends in %d bytes that are not an entry", r.n, len(r.block))
+			return false
+		}
+		if _, r.block = r.c.Next(); r.block == nil {
+			return false
+		}
+	}
 }
 
 // runHeap orders the runs' cursors by key, then newest run first.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +41,9 @@ var (
 //	   partner (partnerIndex), keyed without the partner
 //	7: the feed's types in blocks of sequences (typeBlock)
 //	8: the public events by id in blocks of ids (eventBlock)
-const Schema = 8
+//	9: the deposits by trace in blocks (depositBlock), and every block's
+//	   entries with their value's length (blocks.go)
+const Schema = 9
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {
@@ -673,41 +674,13 @@ func (s *Store) Dump() (map[string]map[string]string, error) {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			m := map[string]string{}
 			out[string(name)] = m
-			if bytes.Equal(name, bucketPublicEvents) {
-				return dumpEventBlocks(b, m)
+			if bytes.Equal(name, bucketPublicEvents) || bytes.Equal(name, bucketDeposits) {
+				return dumpBlocks(b, "", m)
 			}
 			return dumpBucket(b, "", m)
 		})
 	})
 	return out, err
-}
-
-// dumpEventBlocks dumps the public events by id as "<partner>/<id>" → its
-// sequence (8 bytes), not by block: where a partner's blocks split depends
-// on the transactions that wrote them (an id that comes out of order grows
-// the block it falls in), what they hold does not. A block with bytes
-// that are not entries is dumped as it is, under its own key.
-func dumpEventBlocks(b *bolt.Bucket, into map[string]string) error {
-	blocks := map[string]string{}
-	if err := dumpBucket(b, "", blocks); err != nil {
-		return err
-	}
-	for k, block := range blocks {
-		partner := k[:strings.IndexByte(k, '/')+1]
-		rest := []byte(block)
-		for {
-			id, seq, next, ok := eventEntry(rest)
-			if !ok {
-				break
-			}
-			into[partner+string(id)] = string(u64(seq))
-			rest = next
-		}
-		if len(rest) > 0 || block == "" {
-			into[k] = block
-		}
-	}
-	return nil
 }
 
 func dumpBucket(b *bolt.Bucket, prefix string, into map[string]string) error {

@@ -74,10 +74,11 @@ func blockGet(c *bolt.Cursor, key []byte) []byte {
 	return nil
 }
 
-// mergeEntries returns the entries of block and kvs (in key order) in key
-// order; of equal keys, the one that came last (kvs after block) is kept.
-func mergeEntries(block []byte, kvs []keyValue) []keyValue {
-	out := make([]keyValue, 0, len(kvs)+len(block)/8)
+// mergeEntries returns the entries of block (at most size) and kvs (in key
+// order) in key order; of equal keys, the one that came last (kvs after
+// block) is kept.
+func mergeEntries(block []byte, size int, kvs []keyValue) []keyValue {
+	out := make([]keyValue, 0, len(kvs)+size)
 	add := func(k, v []byte) {
 		if n := len(out); n > 0 && bytes.Equal(out[n-1].k, k) {
 			out[n-1].v = v
@@ -143,7 +144,7 @@ func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena) error {
 		if n == 0 {
 			return fmt.Errorf("projections: key %q found no block before %q", kvs[0].k, k)
 		}
-		entries := mergeEntries(v, kvs[:n])
+		entries := mergeEntries(v, size, kvs[:n])
 		if k != nil && !bytes.Equal(k, entries[0].k) {
 			if err := b.Delete(k); err != nil {
 				return err

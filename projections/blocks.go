@@ -60,25 +60,43 @@ func lengthPrefixed(b []byte) (field, rest []byte, ok bool) {
 }
 
 // blockGet returns key's value in the bucket of blocks c walks, nil when it
-// holds none. The value is the file's, valid for the transaction.
-func blockGet(c *bolt.Cursor, key []byte) []byte {
-	_, block := atOrBefore(c, key)
-	for k, v, rest, ok := nextEntry(block); ok; k, v, rest, ok = nextEntry(rest) {
+// holds none. The value is the file's, valid for the transaction. A block
+// that ends in bytes that are not an entry before key is found is an error,
+// not an absent key: a deposit's record read as missing would let its
+// trace be credited again.
+func blockGet(c *bolt.Cursor, key []byte) ([]byte, error) {
+	first, rest := atOrBefore(c, key)
+	for {
+		k, v, next, ok := nextEntry(rest)
+		if !ok {
+			break
+		}
 		switch bytes.Compare(k, key) {
 		case 0:
-			return v
+			return v, nil
 		case 1:
-			return nil
+			return nil, nil
 		}
+		rest = next
 	}
-	return nil
+	if len(rest) > 0 {
+		return nil, notEntries(first, rest)
+	}
+	return nil, nil
+}
+
+// notEntries is the error of a block under key that ends in rest, bytes
+// that are not an entry.
+func notEntries(key, rest []byte) error {
+	return fmt.Errorf("projections: the block under %q ends in %d bytes that are not an entry", key, len(rest))
 }
 
 // mergeEntries returns the entries of block (at most size) and kvs (in key
 // order) in key order; of equal keys, the one that came last (kvs after
-// block) is kept.
-func mergeEntries(block []byte, size int, kvs []keyValue) []keyValue {
-	out := make([]keyValue, 0, len(kvs)+size)
+// block) is kept. A block that ends in bytes that are not an entry is not
+// written again without them: rest holds them (empty when there are none).
+func mergeEntries(block []byte, size int, kvs []keyValue) (out []keyValue, rest []byte) {
+	out = make([]keyValue, 0, len(kvs)+size)
 	add := func(k, v []byte) {
 		if n := len(out); n > 0 && bytes.Equal(out[n-1].k, k) {
 			out[n-1].v = v
@@ -86,17 +104,20 @@ func mergeEntries(block []byte, size int, kvs []keyValue) []keyValue {
 		}
 		out = append(out, keyValue{k: k, v: v})
 	}
-	k, v, rest, ok := nextEntry(block)
+	rest = block
+	k, v, next, ok := nextEntry(rest)
 	for _, kv := range kvs {
-		for ; ok && bytes.Compare(k, kv.k) <= 0; k, v, rest, ok = nextEntry(rest) {
+		for ; ok && bytes.Compare(k, kv.k) <= 0; k, v, next, ok = nextEntry(rest) {
 			add(k, v)
+			rest = next
 		}
 		add(kv.k, kv.v)
 	}
-	for ; ok; k, v, rest, ok = nextEntry(rest) {
+	for ; ok; k, v, next, ok = nextEntry(rest) {
 		add(k, v)
+		rest = next
 	}
-	return out
+	return out, rest
 }
 
 // blockSizes splits n entries into blocks of at most size: from the start
@@ -144,7 +165,10 @@ func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena) error {
 		if n == 0 {
 			return fmt.Errorf("projections: key %q found no block before %q", kvs[0].k, k)
 		}
-		entries := mergeEntries(v, size, kvs[:n])
+		entries, rest := mergeEntries(v, size, kvs[:n])
+		if len(rest) > 0 {
+			return notEntries(k, rest)
+		}
 		if k != nil && !bytes.Equal(k, entries[0].k) {
 			if err := b.Delete(k); err != nil {
 				return err

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
 )
 
 // A bucket of blocks holds what a map would: keys put in transactions of
@@ -62,18 +64,20 @@ func TestBlocksHoldWhatWasPut(t *testing.T) {
 	if err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(name)
 		for k, v := range want {
-			if got := blockGet(b.Cursor(), []byte(k)); string(got) != v {
-				return fmt.Errorf("%s = %.20q, want %.20q", k, got, v)
+			if got, err := blockGet(b.Cursor(), []byte(k)); string(got) != v || err != nil {
+				return fmt.Errorf("%s = %.20q (%v), want %.20q", k, got, err, v)
 			}
 			for _, absent := range []string{k + "0", k[:len(k)-1]} {
-				if _, ok := want[absent]; !ok && blockGet(b.Cursor(), []byte(absent)) != nil {
-					return fmt.Errorf("found %s, which was never put", absent)
+				if _, ok := want[absent]; !ok {
+					if got, err := blockGet(b.Cursor(), []byte(absent)); got != nil || err != nil {
+						return fmt.Errorf("found %s, which was never put (%v)", absent, err)
+					}
 				}
 			}
 		}
 		for _, absent := range []string{"", "0", "zzz"} {
-			if blockGet(b.Cursor(), []byte(absent)) != nil {
-				return fmt.Errorf("found %q, which was never put", absent)
+			if got, err := blockGet(b.Cursor(), []byte(absent)); got != nil || err != nil {
+				return fmt.Errorf("found %q, which was never put (%v)", absent, err)
 			}
 		}
 		blocks := 0
@@ -178,4 +182,65 @@ func TestRunCursorWalksBlocks(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A block that ends in bytes that are not an entry is never read as
+// missing the keys it may hold there, nor written again without them: a
+// lookup past its last entry, a put into it, and a counters transaction
+// that reads a deposit from it fail; the keys before the bad bytes and
+// other blocks still read.
+func TestABadBlockFailsRatherThanLoseKeys(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "bad.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	good := appendEntry(appendEntry(nil, []byte("pt_a/t1"), appendDeposit(nil, creditedDeposit(100))), []byte("pt_a/t2"), appendDeposit(nil, creditedDeposit(200)))
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketDeposits)
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte("pt_a/t1"), append(good[:len(good):len(good)], 0x05, 'x')); err != nil {
+			return err
+		}
+		return b.Put([]byte("pt_b/t1"), appendEntry(nil, []byte("pt_b/t1"), appendDeposit(nil, creditedDeposit(300))))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDeposits).Cursor()
+		if v, err := blockGet(c, []byte("pt_a/t2")); err != nil || v == nil {
+			return fmt.Errorf("a key before the bad bytes: %q, %v", v, err)
+		}
+		if v, err := blockGet(c, []byte("pt_a/t3")); err == nil {
+			return fmt.Errorf("a key that may lie in the bad bytes read as %q, no error", v)
+		}
+		if v, err := blockGet(c, []byte("pt_b/t1")); err != nil || v == nil {
+			return fmt.Errorf("another block: %q, %v", v, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	put := db.Update(func(tx *bolt.Tx) error {
+		mem := arena{block: 4096}
+		return putInBlocks(tx.Bucket(bucketDeposits), []keyValue{{k: []byte("pt_a/t3"), v: []byte("v")}}, depositBlock, &mem)
+	})
+	counted := db.Update(func(tx *bolt.Tx) error {
+		c := newCounters(tx, 1)
+		if _, err := readDeposit(c.get(bucketDeposits, []byte("pt_a/t9"))); err != nil {
+			return err
+		}
+		c.put(bucketDeposits, []byte("pt_a/t9"), appendDeposit(nil, creditedDeposit(900)))
+		return c.write()
+	})
+	if put == nil || counted == nil {
+		t.Fatalf("a put into the bad block: %v; a counters transaction reading from it: %v; want both to fail", put, counted)
+	}
+}
+
+// creditedDeposit is a deposit's state as a credit records it.
+func creditedDeposit(amount int) domain.Deposit {
+	return domain.Deposit{ChurchID: "ch_x", AccountRef: "acct", Amount: domain.Hundredths(amount), BankTS: "2026-11-27T00:00:00Z", Credited: true}
 }

@@ -32,6 +32,10 @@ type counters struct {
 	runs    bool
 	pending []*pendingPuts
 	mem     arena
+	// err is the first error a get met (a block of deposits that ends in
+	// bytes that are not an entry); write returns it, so the transaction
+	// fails rather than decide from a record it could not read.
+	err error
 	// keyBuf and valBuf are the adders' scratch (see key and scratch):
 	// what they build a key or a value in before get or put copies it.
 	keyBuf, valBuf []byte
@@ -111,10 +115,19 @@ func (c *counters) get(bucket, key []byte) []byte {
 		return p.kvs[i].v
 	}
 	if bytes.Equal(bucket, bucketDeposits) {
+		var (
+			v   []byte
+			err error
+		)
 		if c.runs {
-			return runGet(c.tx, key)
+			v, err = runGet(c.tx, key)
+		} else {
+			v, err = blockGet(c.tx.Bucket(bucketDeposits).Cursor(), key)
 		}
-		return blockGet(c.tx.Bucket(bucketDeposits).Cursor(), key)
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+		return v
 	}
 	return c.tx.Bucket(bucket).Get(key)
 }
@@ -152,6 +165,9 @@ func (c *counters) of(bucket []byte) *pendingPuts {
 // write writes the values put, each bucket's in key order; of two puts of
 // one key, the later is written.
 func (c *counters) write() error {
+	if c.err != nil {
+		return c.err
+	}
 	byKey := func(a, b counterPut) int {
 		if c := bytes.Compare(a.k, b.k); c != 0 {
 			return c

@@ -97,8 +97,11 @@ func init() {
 func (s *Store) Deposit(partner, trace string) (domain.Deposit, error) {
 	var d domain.Deposit
 	err := s.view(func(tx *bolt.Tx) error {
-		var err error
-		d, err = readDeposit(blockGet(tx.Bucket(bucketDeposits).Cursor(), []byte(partner+"/"+trace)))
+		v, err := blockGet(tx.Bucket(bucketDeposits).Cursor(), []byte(partner+"/"+trace))
+		if err != nil {
+			return err
+		}
+		d, err = readDeposit(v)
 		return err
 	})
 	return d, err

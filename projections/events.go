@@ -38,10 +38,11 @@ func (s *Store) PublicEventSeq(partner, eventID string) (uint64, bool, error) {
 		if events == nil {
 			return nil
 		}
-		if v := blockGet(events.Cursor(), []byte(eventID)); len(v) == 8 {
+		v, err := blockGet(events.Cursor(), []byte(eventID))
+		if len(v) == 8 {
 			seq, ok = binary.BigEndian.Uint64(v), true
 		}
-		return nil
+		return err
 	})
 	return seq, ok, err
 }

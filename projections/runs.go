@@ -60,12 +60,12 @@ func writeRun(tx *bolt.Tx, kvs []keyValue, mem *arena) error {
 
 // runGet returns key's value in the newest run that has it, else in the
 // deposits table.
-func runGet(tx *bolt.Tx, key []byte) []byte {
+func runGet(tx *bolt.Tx, key []byte) ([]byte, error) {
 	if runs := tx.Bucket(bucketDepositRuns); runs != nil {
 		c := runs.Cursor()
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			if v := blockGet(runs.Bucket(k).Cursor(), key); v != nil {
-				return v
+			if v, err := blockGet(runs.Bucket(k).Cursor(), key); v != nil || err != nil {
+				return v, err
 			}
 		}
 	}

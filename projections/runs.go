@@ -150,8 +150,7 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 	}
 	table := tx.Bucket(bucketDeposits)
 	table.FillPercent = 1
-	var mem arena
-	mem.block = 1 << 20
+	mem := arena{block: 1 << 20}
 	if err := putInBlocks(table, kvs, depositBlock, &mem); err != nil {
 		return nil, false, err
 	}

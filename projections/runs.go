@@ -121,7 +121,6 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 		}
 	}
 	heap.Init(&h)
-	var ended []*runCursor // the runs the merge took to their end
 	// The keys and values are the file's (bbolt copies them out of the
 	// mapping before it ever remaps it), valid for the transaction; the
 	// blocks are carved from mem, which bbolt holds until the commit.
@@ -134,15 +133,12 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 		last := top.k
 		for len(h) > 0 && bytes.Equal(h[0].k, last) {
 			if !h[0].next() {
-				ended = append(ended, heap.Pop(&h).(*runCursor))
+				if r := heap.Pop(&h).(*runCursor); r.err != nil {
+					return nil, false, r.err
+				}
 			} else {
 				heap.Fix(&h, 0)
 			}
-		}
-	}
-	for _, r := range ended {
-		if r.err != nil {
-			return nil, false, r.err
 		}
 	}
 	if len(kvs) == 0 {

@@ -22,11 +22,7 @@ import (
 // block is over its size or under a key that is not its first entry's, and
 // the dump lists every entry as the map holds it.
 func TestBlocksHoldWhatWasPut(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempBolt(t)
 	name := []byte("blocks")
 	const size = 4
 	want := map[string]string{}
@@ -120,11 +116,7 @@ func TestBlocksHoldWhatWasPut(t *testing.T) {
 // key, present or not; a block with bytes that are not an entry ends the
 // walk with an error rather than dropping what follows.
 func TestRunCursorWalksBlocks(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "r.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempBolt(t)
 	var kvs []keyValue
 	for i := range 23 {
 		kvs = append(kvs, keyValue{k: fmt.Appendf(nil, "k%03d", i*2), v: fmt.Appendf(nil, "v%d", i)})
@@ -190,11 +182,7 @@ func TestRunCursorWalksBlocks(t *testing.T) {
 // that reads a deposit from it fail; the keys before the bad bytes and
 // other blocks still read.
 func TestABadBlockFailsRatherThanLoseKeys(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "bad.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempBolt(t)
 	good := appendEntry(appendEntry(nil, []byte("pt_a/t1"), appendDeposit(nil, creditedDeposit(100))), []byte("pt_a/t2"), appendDeposit(nil, creditedDeposit(200)))
 	if err := db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketDeposits)
@@ -243,4 +231,15 @@ func TestABadBlockFailsRatherThanLoseKeys(t *testing.T) {
 // creditedDeposit is a deposit's state as a credit records it.
 func creditedDeposit(amount int) domain.Deposit {
 	return domain.Deposit{ChurchID: "ch_x", AccountRef: "acct", Amount: domain.Hundredths(amount), BankTS: "2026-11-27T00:00:00Z", Credited: true}
+}
+
+// tempBolt is a bbolt file of the test's own, closed when it ends.
+func tempBolt(t *testing.T) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "test.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

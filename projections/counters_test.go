@@ -3,7 +3,6 @@ package projections
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,11 +14,7 @@ import (
 // before the file's values; adders may build keys and values in the
 // scratch, which the next key or value reuses.
 func TestCountersWriteTheLastPutOfEachKey(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "c.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempBolt(t)
 	// listed is read once, half way; indexed at every put; blind never.
 	listed, indexed, blind := []byte("listed"), []byte("indexed"), []byte("blind")
 	want := map[string]map[string]string{"listed": {}, "indexed": {}, "blind": {}}
@@ -43,7 +38,7 @@ func TestCountersWriteTheLastPutOfEachKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	err = db.Update(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		c := newCounters(tx, 4)
 		for i := range 3000 {
 			name := [][]byte{listed, indexed, blind}[i/1000]

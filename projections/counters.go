@@ -2,7 +2,6 @@ package projections
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,15 +45,9 @@ type pendingPuts struct {
 	bucket []byte
 	// kvs are the puts in the order they came; one key is put once while
 	// the bucket has an index, and may be put again before.
-	kvs []counterPut
+	kvs []keyValue
 	// index finds a key's put in kvs; nil until the bucket's first get.
 	index map[string]int
-}
-
-// counterPut is a put, the n-th in its bucket.
-type counterPut struct {
-	k, v []byte
-	n    int
 }
 
 // counterBlock is the largest block the counters' keys and values are
@@ -79,7 +72,12 @@ func counting(eventType string, add func(c *counters, ev domain.Event)) {
 var adders = map[string][]func(c *counters, ev domain.Event){}
 
 // key returns parts joined in the scratch key, which the next call reuses.
+// The scratch has room past the key for what an adder appends to it (an
+// account's key after its church's, accountKey) without allocating.
 func (c *counters) key(parts ...string) []byte {
+	if c.keyBuf == nil {
+		c.keyBuf = make([]byte, 0, scratchValue)
+	}
 	c.keyBuf = c.keyBuf[:0]
 	for _, p := range parts {
 		c.keyBuf = append(c.keyBuf, p...)
@@ -147,7 +145,7 @@ func (c *counters) put(bucket, key, v []byte) {
 		}
 		p.index[string(key)] = len(p.kvs)
 	}
-	p.kvs = append(p.kvs, counterPut{k: c.mem.copy(key), v: c.mem.copy(v), n: len(p.kvs)})
+	p.kvs = append(p.kvs, keyValue{k: c.mem.copy(key), v: c.mem.copy(v)})
 }
 
 // of returns the bucket's puts (a transaction puts into a few buckets).
@@ -168,38 +166,34 @@ func (c *counters) write() error {
 	if c.err != nil {
 		return c.err
 	}
-	byKey := func(a, b counterPut) int {
-		if c := bytes.Compare(a.k, b.k); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.n, b.n)
-	}
+	byKey := func(a, b keyValue) int { return bytes.Compare(a.k, b.k) }
 	for _, p := range c.pending {
-		if !slices.IsSortedFunc(p.kvs, byKey) {
-			slices.SortFunc(p.kvs, byKey)
+		kvs := p.kvs
+		if !slices.IsSortedFunc(kvs, byKey) {
+			kvs = sortByPartner(kvs)
 		}
-		// Keep the last put of each key.
-		kvs := p.kvs[:0]
-		for i, kv := range p.kvs {
-			if i+1 < len(p.kvs) && bytes.Equal(kv.k, p.kvs[i+1].k) {
+		// Keep the last put of each key (the sort is stable).
+		last := kvs[:0]
+		for i, kv := range kvs {
+			if i+1 < len(kvs) && bytes.Equal(kv.k, kvs[i+1].k) {
 				continue
 			}
-			kvs = append(kvs, kv)
+			last = append(last, kv)
 		}
 		b := c.tx.Bucket(p.bucket)
 		if bytes.Equal(p.bucket, bucketDeposits) {
 			var err error
 			if c.runs {
-				err = writeRun(c.tx, keyValues(kvs), &c.mem)
+				err = writeRun(c.tx, last, &c.mem)
 			} else {
-				err = putInBlocks(b, keyValues(kvs), depositBlock, &c.mem)
+				err = putInBlocks(b, last, depositBlock, &c.mem)
 			}
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		for _, kv := range kvs {
+		for _, kv := range last {
 			if err := b.Put(kv.k, kv.v); err != nil {
 				return err
 			}
@@ -208,13 +202,31 @@ func (c *counters) write() error {
 	return nil
 }
 
-// keyValues returns the keys and values of puts.
-func keyValues(puts []counterPut) []keyValue {
-	kvs := make([]keyValue, len(puts))
-	for i, p := range puts {
-		kvs[i] = keyValue{k: p.k, v: p.v}
+// sortByPartner returns kvs in key order, of equal keys in the order they
+// came. Every counter's key begins with its partner ("<partner>/..."), and
+// a rebuild's transaction puts a partner's few dozen deposits in the order
+// of their traces, most often already theirs: kvs are grouped by partner
+// (sortByGroup) rather than sorted as one, which compared each key with a
+// dozen others and was 2.6% of a build's CPU (BENCHMARKS.md, session 21).
+func sortByPartner(kvs []keyValue) []keyValue {
+	groups := map[string]int32{}
+	var partners []string
+	for i, kv := range kvs {
+		// With its slash, no partner's prefix begins another's: the
+		// prefixes' order is their keys'.
+		prefix := kv.k
+		if slash := bytes.IndexByte(prefix, '/'); slash >= 0 {
+			prefix = prefix[:slash+1]
+		}
+		g, ok := groups[string(prefix)]
+		if !ok {
+			g = int32(len(partners))
+			partners = append(partners, string(prefix))
+			groups[partners[g]] = g
+		}
+		kvs[i].group = g
 	}
-	return kvs
+	return sortByGroup(kvs, rankNames(partners))
 }
 
 // arena hands out byte slices carved from large blocks rather than

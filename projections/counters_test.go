@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,7 +28,7 @@ func TestCountersWriteTheLastPutOfEachKey(t *testing.T) {
 				return err
 			}
 			for i := range 20 {
-				k, v := fmt.Sprintf("k%03d", i*5), fmt.Sprintf("file%d", i)
+				k, v := counterKey(i*5), fmt.Sprintf("file%d", i)
 				want[string(name)][k] = v
 				if err := b.Put([]byte(k), []byte(v)); err != nil {
 					return err
@@ -42,7 +44,7 @@ func TestCountersWriteTheLastPutOfEachKey(t *testing.T) {
 		c := newCounters(tx, 4)
 		for i := range 3000 {
 			name := [][]byte{listed, indexed, blind}[i/1000]
-			k := c.key("k", fmt.Sprintf("%03d", rng.IntN(100)))
+			k := c.key(counterKey(rng.IntN(100)))
 			if string(name) == "indexed" || i == 500 {
 				// Read back what the transaction or the file holds.
 				if got, want := string(c.get(name, k)), want[string(name)][string(k)]; got != want {
@@ -78,5 +80,41 @@ func TestCountersWriteTheLastPutOfEachKey(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// counterKey is the i-th of a hundred keys, most of them under a partner's
+// prefix ("<partner>/..."), among them prefixes that begin others ("pt",
+// "pt-", "ptq") and keys with no slash.
+func counterKey(i int) string {
+	if i%7 == 0 {
+		return fmt.Sprintf("pt%03d", i)
+	}
+	return fmt.Sprintf("%s/k%03d", []string{"pt", "pt-", "ptq", "a", ""}[i%5], i)
+}
+
+// sortByPartner sorts as a stable sort of the whole by key does, whatever
+// the partners' prefixes and the order the keys came in.
+func TestSortByPartnerIsAStableSortByKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var kvs []keyValue
+	for i := range 5000 {
+		k := counterKey(rng.IntN(100))
+		if i%2 == 0 {
+			// Half the keys come in order, as a partner's traces do.
+			k = counterKey(i * 100 / 5000)
+		}
+		kvs = append(kvs, keyValue{k: []byte(k), v: fmt.Append(nil, i)})
+	}
+	want := slices.Clone(kvs)
+	slices.SortStableFunc(want, func(a, b keyValue) int { return bytes.Compare(a.k, b.k) })
+	got := sortByPartner(kvs)
+	if len(got) != len(want) {
+		t.Fatalf("%d sorted, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].k, want[i].k) || !bytes.Equal(got[i].v, want[i].v) {
+			t.Fatalf("at %d: %q=%q, want %q=%q", i, got[i].k, got[i].v, want[i].k, want[i].v)
+		}
 	}
 }

@@ -282,14 +282,17 @@ func (w *indexWrites) writeAppended(tx *bolt.Tx) error {
 // ranks returns each partner's place in the order of their ids, the order
 // of their buckets in a partner index. The order only spares bbolt work:
 // the file holds the same keys and values in any order.
-func (w *indexWrites) ranks() []int32 {
-	byID := make([]int32, len(w.partner))
-	for g := range byID {
-		byID[g] = int32(g)
+func (w *indexWrites) ranks() []int32 { return rankNames(w.partner) }
+
+// rankNames returns each name's place in the order of names.
+func rankNames(names []string) []int32 {
+	byName := make([]int32, len(names))
+	for g := range byName {
+		byName[g] = int32(g)
 	}
-	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(w.partner[a], w.partner[b]) })
-	rank := make([]int32, len(w.partner))
-	for r, g := range byID {
+	slices.SortFunc(byName, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	rank := make([]int32, len(names))
+	for r, g := range byName {
 		rank[g] = int32(r)
 	}
 	return rank

@@ -231,26 +231,25 @@ func DecodeStoredHeader(partnerID, aggregateID, eventType string, public bool, d
 	if _, ok := storedSpec(eventType, public); !ok {
 		return Event{}, fmt.Errorf("decode envelope: unknown event type %q (or stored with another visibility)", eventType)
 	}
-	h, ok := envelopeHeaderAt(data)
+	h, ok := headerAt(data)
 	if !ok {
 		var env envelopeHead
 		if err := json.Unmarshal(data, &env); err != nil {
 			return Event{}, fmt.Errorf("decode envelope: %w", err)
 		}
-		h = env
+		h = headerView{id: []byte(env.ID), typ: []byte(env.Type), at: []byte(env.OccurredAt)}
+		if env.ChurchID != nil {
+			h.church = []byte(*env.ChurchID)
+		}
 	}
-	if h.Type != eventType {
-		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.ID, h.Type, eventType)
+	if string(h.typ) != eventType {
+		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.id, h.typ, eventType)
 	}
-	at, err := time.Parse(TimeLayout, h.OccurredAt)
+	at, err := time.Parse(TimeLayout, string(h.at))
 	if err != nil {
-		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.ID, err)
+		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.id, err)
 	}
-	ev := Event{ID: h.ID, Type: h.Type, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID}
-	if h.ChurchID != nil {
-		ev.ChurchID = *h.ChurchID
-	}
-	return ev, nil
+	return Event{ID: string(h.id), Type: eventType, OccurredAt: at, PartnerID: partnerID, AggregateID: aggregateID, ChurchID: string(h.church)}, nil
 }
 
 // envelopeIDKey is how every envelope Envelope writes begins: the event id
@@ -264,48 +263,50 @@ type envelopeHead struct {
 	ChurchID *string `json:"church_id"`
 }
 
-// envelopeHeaderAt reads the head of an envelope laid out as Envelope
-// writes it, each field in order and no string escaped; ok is false for
-// anything else.
-func envelopeHeaderAt(data []byte) (envelopeHead, bool) {
-	var h envelopeHead
+// headerView is an envelope's head as its bytes: id, type, time and church
+// (nil for none).
+type headerView struct{ id, typ, at, church []byte }
+
+// headerAt reads the head of an envelope laid out as Envelope writes it,
+// each field in order and no string escaped, in place (a replay reads a
+// million: DecodeStoredHeader allocates only the strings it returns); ok
+// is false for anything else.
+func headerAt(data []byte) (h headerView, ok bool) {
 	rest := data
 	for _, f := range []struct {
 		key string
-		to  *string
-	}{{envelopeIDKey, &h.ID}, {`,"event_type":"`, &h.Type}, {`,"occurred_at":"`, &h.OccurredAt}} {
-		var ok bool
-		if *f.to, rest, ok = plainString(rest, f.key); !ok {
-			return envelopeHead{}, false
+		to  *[]byte
+	}{{envelopeIDKey, &h.id}, {`,"event_type":"`, &h.typ}, {`,"occurred_at":"`, &h.at}} {
+		if *f.to, rest, ok = plainBytes(rest, f.key); !ok {
+			return headerView{}, false
 		}
 	}
-	if after, ok := bytes.CutPrefix(rest, []byte(`,"church_id":null`)); ok {
+	if after, null := bytes.CutPrefix(rest, []byte(`,"church_id":null`)); null {
 		rest = after
-	} else {
-		church, after, ok := plainString(rest, `,"church_id":"`)
-		if !ok {
-			return envelopeHead{}, false
-		}
-		h.ChurchID, rest = &church, after
+	} else if h.church, rest, ok = plainBytes(rest, `,"church_id":"`); !ok {
+		return headerView{}, false
 	}
-	if !bytes.HasPrefix(rest, []byte(`,"payload":`)) {
-		return envelopeHead{}, false
-	}
-	return h, true
+	return h, bytes.HasPrefix(rest, []byte(`,"payload":`))
 }
 
 // plainString reads the string after key at the start of data, up to its
 // closing quote, when it holds no escape.
 func plainString(data []byte, key string) (string, []byte, bool) {
+	b, rest, ok := plainBytes(data, key)
+	return string(b), rest, ok
+}
+
+// plainBytes is plainString's bytes, data's own.
+func plainBytes(data []byte, key string) ([]byte, []byte, bool) {
 	rest, ok := bytes.CutPrefix(data, []byte(key))
 	if !ok {
-		return "", nil, false
+		return nil, nil, false
 	}
 	end := bytes.IndexByte(rest, '"')
 	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return "", nil, false
+		return nil, nil, false
 	}
-	return string(rest[:end]), rest[end+1:], true
+	return rest[:end], rest[end+1:], true
 }
 
 // envelopeWith is an envelope whose payload is decoded into the value

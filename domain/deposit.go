@@ -2,6 +2,7 @@ package domain
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"regexp"
 	"time"
 
@@ -16,6 +17,38 @@ type DepositCredited struct {
 	Amount     Hundredths `json:"amount"`
 	Currency   string     `json:"currency"`
 	BankTS     string     `json:"bank_ts"`
+}
+
+// decodePlain reads the fact as marshalPlain writes it (see plainDecoder):
+// an amount ParseHundredths refuses is left to the decoder, whose
+// UnmarshalJSON refuses it in the same words.
+func (c *DepositCredited) decodePlain(data []byte) bool {
+	trace, rest, ok := plainBytes(data, `{"trace":"`)
+	if !ok {
+		return false
+	}
+	ref, rest, ok := plainBytes(rest, `,"account_ref":"`)
+	if !ok {
+		return false
+	}
+	amount, rest, ok := plainNumber(rest, `,"amount":`)
+	if !ok {
+		return false
+	}
+	currency, rest, ok := plainBytes(rest, `,"currency":"`)
+	if !ok {
+		return false
+	}
+	bankTS, rest, ok := plainBytes(rest, `,"bank_ts":"`)
+	if !ok || string(rest) != "}" {
+		return false
+	}
+	v, ok := ParseHundredths(json.Number(amount))
+	if !ok {
+		return false
+	}
+	*c = DepositCredited{Trace: string(trace), AccountRef: string(ref), Amount: v, Currency: string(currency), BankTS: string(bankTS)}
+	return true
 }
 
 // DepositReceived is the public deposit.received event: a bank credit for

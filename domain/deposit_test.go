@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -90,4 +91,47 @@ func TestOnlyDeclaredTypesCarryAnInternalFact(t *testing.T) {
 	if _, err := dep.InternalData(); err == nil {
 		t.Fatal("deposit.received carried an enrollment.activated")
 	}
+}
+
+// A deposit.credited fact reads as encoding/json reads it, whether its
+// bytes are laid out as the service writes them (read without a decoder)
+// or not: the same value, or an error for both.
+func FuzzDepositCreditedDecodesAsEncodingJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"trace":"TRC-1","account_ref":"acct_9","amount":12.50,"currency":"USD","bank_ts":"2026-11-24T01:02:03.000Z"}`,
+		`{"trace":"","account_ref":"","amount":0,"currency":"","bank_ts":""}`,
+		`{"trace":"T","account_ref":"a","amount":-3,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":12.345,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":12.340,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":01,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":1e2,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":"12","currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":null,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":1 ,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T\u0031","account_ref":"a\"b","amount":1,"currency":"USD","bank_ts":"x"}`,
+		"{\"trace\":\"T\x01\",\"account_ref\":\"a\",\"amount\":1,\"currency\":\"USD\",\"bank_ts\":\"x\"}",
+		"{\"trace\":\"T\xff\",\"account_ref\":\"a\",\"amount\":1,\"currency\":\"USD\",\"bank_ts\":\"x\"}",
+		`{"trace":"Tré","account_ref":"a","amount":1,"currency":"USD","bank_ts":"x"}`,
+		`{"account_ref":"a","trace":"T","amount":1,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":1,"currency":"USD","bank_ts":"x","trace":"U"}`,
+		`{"trace":"T","account_ref":"a","amount":1,"currency":"USD","bank_ts":"x"} `,
+		`{"trace":"T","account_ref":"a","amount":1,"currency":"USD","bank_ts":"x"}}`,
+		`{"trace":"T","account_ref":"a","amount":1,"currency":"USD"}`,
+		`{"TRACE":"T","account_ref":"a","amount":1,"currency":"USD","bank_ts":"x"}`,
+		`{"trace":"T","account_ref":"a","amount":99999999999999999999,"currency":"USD","bank_ts":"x"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want domain.DepositCredited
+		wantErr := json.Unmarshal(data, &want)
+		ev := domain.NewEvent("pt_a", domain.DepositBook, "ch_1", time.Now(), &domain.DepositReceived{DepositID: "dep_x"})
+		err := domain.DecodeInternal(&ev, data)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%q: error %v, encoding/json's %v", data, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(ev.Internal, &want) {
+			t.Fatalf("%q: read %+v, encoding/json %+v", data, ev.Internal, want)
+		}
+	})
 }

@@ -86,6 +86,32 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 // FormatTime writes t in TimeLayout.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
+// parseTime is time.Parse(TimeLayout, string(b)), read in place when b is
+// as FormatTime writes it and every field is in range (a replay reads a
+// million; time.Parse was 1.3% of a build's CPU); anything else, errors
+// included, is time.Parse's.
+func parseTime(b []byte) (time.Time, error) {
+	if len(b) == len(TimeLayout) && b[4] == '-' && b[7] == '-' && b[10] == 'T' && b[13] == ':' && b[16] == ':' && b[19] == '.' && b[23] == 'Z' {
+		num := func(from, to int) int {
+			v := 0
+			for _, c := range b[from:to] {
+				if c < '0' || c > '9' {
+					return -1
+				}
+				v = v*10 + int(c-'0')
+			}
+			return v
+		}
+		year, month, day := num(0, 4), num(5, 7), num(8, 10)
+		hour, minute, second, milli := num(11, 13), num(14, 16), num(17, 19), num(20, 23)
+		if year >= 0 && month >= 1 && month <= 12 && day >= 1 && hour >= 0 && hour < 24 && minute >= 0 && minute < 60 && second >= 0 && second < 60 && milli >= 0 &&
+			(day <= 28 || day <= time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()) {
+			return time.Date(year, time.Month(month), day, hour, minute, second, milli*int(time.Millisecond), time.UTC), nil
+		}
+	}
+	return time.Parse(TimeLayout, string(b))
+}
+
 // envelope is the wire shape shared by webhooks and the feed. Field order is
 // fixed so that the same event always serialises to the same bytes.
 type envelope struct {
@@ -245,7 +271,7 @@ func DecodeStoredHeader(partnerID, aggregateID, eventType string, public bool, d
 	if string(h.typ) != eventType {
 		return Event{}, fmt.Errorf("decode envelope %s: type %q stored as %q", h.id, h.typ, eventType)
 	}
-	at, err := time.Parse(TimeLayout, string(h.at))
+	at, err := parseTime(h.at)
 	if err != nil {
 		return Event{}, fmt.Errorf("decode envelope %s: occurred_at: %w", h.id, err)
 	}

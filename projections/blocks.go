@@ -200,10 +200,7 @@ func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena) error {
 // the block it falls in), what they hold does not. A block with bytes that
 // are not entries is dumped as it is, under its own key.
 func dumpBlocks(b *bolt.Bucket, prefix string, into map[string]string) error {
-	return b.ForEach(func(k, block []byte) error {
-		if nested := b.Bucket(k); block == nil && nested != nil {
-			return dumpBlocks(nested, prefix+string(k)+"/", into)
-		}
+	return walkBucket(b, prefix, func(prefix string, k, block []byte) {
 		rest := block
 		for {
 			ek, ev, next, ok := nextEntry(rest)
@@ -216,6 +213,5 @@ func dumpBlocks(b *bolt.Bucket, prefix string, into map[string]string) error {
 		if len(rest) > 0 || len(block) == 0 {
 			into[prefix+string(k)] = string(block)
 		}
-		return nil
 	})
 }

@@ -684,11 +684,18 @@ func (s *Store) Dump() (map[string]map[string]string, error) {
 }
 
 func dumpBucket(b *bolt.Bucket, prefix string, into map[string]string) error {
+	return walkBucket(b, prefix, func(prefix string, k, v []byte) { into[prefix+string(k)] = string(v) })
+}
+
+// walkBucket calls leaf for each key of b that is not a nested bucket, and
+// of the buckets nested in it, with the prefix of the buckets it is in
+// ("<name>/" each, after prefix).
+func walkBucket(b *bolt.Bucket, prefix string, leaf func(prefix string, k, v []byte)) error {
 	return b.ForEach(func(k, v []byte) error {
 		if nested := b.Bucket(k); v == nil && nested != nil {
-			return dumpBucket(nested, prefix+string(k)+"/", into)
+			return walkBucket(nested, prefix+string(k)+"/", leaf)
 		}
-		into[prefix+string(k)] = string(v)
+		leaf(prefix, k, v)
 		return nil
 	})
 }

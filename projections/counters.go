@@ -61,6 +61,16 @@ func newCounters(tx *bolt.Tx, records int) *counters {
 	return &counters{tx: tx, mem: arena{block: min(counterBlock, counterBlockPerRecord*max(records, 1))}}
 }
 
+// reset empties c for transaction tx, keeping what it allocated (see
+// txSpan.recycle): nothing c handed out before may be used after.
+func (c *counters) reset(tx *bolt.Tx) {
+	c.tx, c.err = tx, nil
+	for _, p := range c.pending {
+		p.kvs, p.index = p.kvs[:0], nil
+	}
+	c.mem.reset()
+}
+
 // counting registers an event type's additions to counters.
 func counting(eventType string, add func(c *counters, ev domain.Event)) {
 	if _, ok := domain.EventTypeSpec(eventType); !ok {
@@ -231,23 +241,48 @@ func sortByPartner(kvs []keyValue) []keyValue {
 
 // arena hands out byte slices carved from large blocks rather than
 // allocated one by one: bbolt keeps what a put is given until the
-// transaction commits, and so does the arena.
+// transaction commits, and so does the arena. An arena that is reset
+// carves its blocks again (see txSpan.recycle).
 type arena struct {
 	buf []byte
 	// block is the size of a block (a larger slice gets a block of its own).
 	block int
+	// blocks are the blocks made so far; used, how many of them have been
+	// carved from since the last reset.
+	blocks [][]byte
+	used   int
 }
 
 // carve returns an empty slice with room for n bytes, its capacity ending
 // there so that appending to it never reaches the next one.
 func (a *arena) carve(n int) []byte {
 	if cap(a.buf)-len(a.buf) < n {
-		a.buf = make([]byte, 0, max(a.block, n))
+		a.buf = a.nextBlock(n)
 	}
 	start := len(a.buf)
 	a.buf = a.buf[:start+n]
 	return a.buf[start : start : start+n]
 }
+
+// nextBlock returns an empty block with room for n bytes: the next one
+// made before the last reset that has it, else a new one.
+func (a *arena) nextBlock(n int) []byte {
+	for a.used < len(a.blocks) {
+		b := a.blocks[a.used]
+		a.used++
+		if cap(b) >= n {
+			return b[:0]
+		}
+	}
+	b := make([]byte, 0, max(a.block, n))
+	a.blocks = append(a.blocks, b)
+	a.used = len(a.blocks)
+	return b
+}
+
+// reset makes the arena carve its blocks again, from the first. Nothing
+// carved before may be used after: it is overwritten.
+func (a *arena) reset() { a.buf, a.used = nil, 0 }
 
 // copy returns a copy of b carved from the arena.
 func (a *arena) copy(b []byte) []byte { return append(a.carve(len(b)), b...) }

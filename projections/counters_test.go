@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -116,5 +117,55 @@ func TestSortByPartnerIsAStableSortByKey(t *testing.T) {
 		if !bytes.Equal(got[i].k, want[i].k) || !bytes.Equal(got[i].v, want[i].v) {
 			t.Fatalf("at %d: %q=%q, want %q=%q", i, got[i].k, got[i].v, want[i].k, want[i].v)
 		}
+	}
+}
+
+// An arena that is reset carves the blocks it made again, from the first,
+// skipping one too small for a slice (a larger slice has a block of its
+// own): a cycle of the same carves after a reset allocates nothing, and
+// what it carves is the first cycle's memory.
+func TestArenaCarvesItsBlocksAgainAfterReset(t *testing.T) {
+	mem := arena{block: 64}
+	sizes := []int{40, 20, 100, 10, 64, 3}
+	cycle := func() [][]byte {
+		var got [][]byte
+		for i, n := range sizes {
+			b := mem.carve(n)
+			if len(b) != 0 || cap(b) != n {
+				t.Fatalf("carve(%d): len %d, cap %d; want 0 and %d", n, len(b), cap(b), n)
+			}
+			got = append(got, append(b, bytes.Repeat([]byte{byte('a' + i)}, n)...))
+		}
+		return got
+	}
+	first := cycle()
+	made := len(mem.blocks)
+	for i, b := range first {
+		if !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + i)}, sizes[i])) {
+			t.Fatalf("slice %d was overwritten by a later carve: %q", i, b)
+		}
+	}
+	mem.reset()
+	again := cycle()
+	for i := range again {
+		if unsafe.SliceData(again[i]) != unsafe.SliceData(first[i]) {
+			t.Fatalf("slice %d after the reset is not carved where it was before", i)
+		}
+	}
+	if len(mem.blocks) != made {
+		t.Fatalf("the same carves after a reset made %d blocks; want the %d made before", len(mem.blocks)-made, made)
+	}
+	if allocs := testing.AllocsPerRun(10, func() {
+		mem.reset()
+		for _, n := range sizes {
+			mem.carve(n)
+		}
+	}); allocs != 0 {
+		t.Fatalf("a cycle after a reset allocated %.0f times; want none", allocs)
+	}
+	// A carve larger than any block made gets a new one, kept for later.
+	mem.reset()
+	if b := mem.carve(500); cap(b) != 500 || len(mem.blocks) != made+1 {
+		t.Fatalf("carve(500) after a reset: cap %d, %d blocks; want 500 and %d", cap(b), len(mem.blocks), made+1)
 	}
 }

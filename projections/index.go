@@ -95,6 +95,20 @@ func newIndexWrites(n int) *indexWrites {
 	return &indexWrites{n: n, mem: arena{block: min(indexBlock, indexBlockPerRecord*n)}}
 }
 
+// reset empties w, keeping what it allocated (see txSpan.recycle): nothing
+// w handed out before may be used after. The puts' entries are cleared, so
+// that the envelopes they held (the feed's values) can be collected.
+func (w *indexWrites) reset() {
+	for i := range w.puts {
+		clear(w.puts[i][:cap(w.puts[i])])
+		w.puts[i] = w.puts[i][:0]
+	}
+	clear(w.groups)
+	clear(w.partner)
+	w.partner = w.partner[:0]
+	w.mem.reset()
+}
+
 // indexRecord adds what rec contributes to the indexes.
 func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
 	if eventlog.IsRequestMsgID(rec.MsgID) {

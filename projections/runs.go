@@ -82,6 +82,9 @@ const mergeEvery = spanEvents
 // Each transaction resumes after the last key the previous one put.
 func mergeDepositRuns(db *bolt.DB, every int) error {
 	var after []byte
+	// One transaction's merged entries and blocks, kept for the next
+	// (bbolt holds them until the commit): see txSpan.recycle.
+	buf := &mergeBuffer{kvs: make([]keyValue, 0, min(every, 1<<16)), mem: arena{block: 1 << 20}}
 	for {
 		done := false
 		err := db.Update(func(tx *bolt.Tx) error {
@@ -91,7 +94,7 @@ func mergeDepositRuns(db *bolt.DB, every int) error {
 				return nil
 			}
 			var err error
-			after, done, err = mergeSome(tx, runs, after, every)
+			after, done, err = mergeSome(tx, runs, after, every, buf)
 			if err == nil && done {
 				err = tx.DeleteBucket(bucketDepositRuns)
 			}
@@ -106,10 +109,17 @@ func mergeDepositRuns(db *bolt.DB, every int) error {
 	}
 }
 
+// mergeBuffer is what a transaction of the merge collects its entries in
+// and carves their blocks from.
+type mergeBuffer struct {
+	kvs []keyValue
+	mem arena
+}
+
 // mergeSome puts up to every deposits past after from the runs into the
 // deposits table, and returns the last key put and whether the runs are
-// exhausted.
-func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte, bool, error) {
+// exhausted. It empties buf first.
+func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int, buf *mergeBuffer) ([]byte, bool, error) {
 	var h runHeap
 	rc := runs.Cursor()
 	for n, _ := rc.First(); n != nil; n, _ = rc.Next() {
@@ -123,8 +133,10 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 	heap.Init(&h)
 	// The keys and values are the file's (bbolt copies them out of the
 	// mapping before it ever remaps it), valid for the transaction; the
-	// blocks are carved from mem, which bbolt holds until the commit.
-	kvs := make([]keyValue, 0, min(every, 1<<16))
+	// blocks are carved from buf.mem, which bbolt holds until the commit.
+	buf.mem.reset()
+	kvs := buf.kvs[:0]
+	defer func() { buf.kvs = kvs }()
 	for len(kvs) < every && len(h) > 0 {
 		// The heap's top is the smallest key, of the newest run among
 		// those holding it: its value is the one to keep.
@@ -146,8 +158,7 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int) ([]byte,
 	}
 	table := tx.Bucket(bucketDeposits)
 	table.FillPercent = 1
-	mem := arena{block: 1 << 20}
-	if err := putInBlocks(table, kvs, depositBlock, &mem); err != nil {
+	if err := putInBlocks(table, kvs, depositBlock, &buf.mem); err != nil {
 		return nil, false, err
 	}
 	return bytes.Clone(kvs[len(kvs)-1].k), len(h) == 0, nil

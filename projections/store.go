@@ -292,7 +292,11 @@ type txSpan struct {
 	tx      *bolt.Tx
 	indexes *indexWrites
 	counts  *counters
-	held    int
+	// spareIndexes and spareCounts are the last transaction's, emptied,
+	// for the next one (recycle).
+	spareIndexes *indexWrites
+	spareCounts  *counters
+	held         int
 	// last is the last sequence applied, committed or not; first, the
 	// checkpoint the open transaction began at.
 	last, first uint64
@@ -321,7 +325,14 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			t.s.mu.RUnlock()
 			return err
 		}
-		t.tx, t.indexes, t.counts, t.last = tx, newIndexWrites(t.every), newCounters(tx, t.every), readApplied(tx)
+		t.tx, t.last = tx, readApplied(tx)
+		t.indexes, t.counts = t.spareIndexes, t.spareCounts
+		t.spareIndexes, t.spareCounts = nil, nil
+		if t.indexes == nil {
+			t.indexes, t.counts = newIndexWrites(t.every), newCounters(tx, t.every)
+		} else {
+			t.counts.reset(tx)
+		}
 		t.counts.runs = t.s.building
 		t.first = t.last
 	}
@@ -347,6 +358,7 @@ func (t *txSpan) end(ok bool) (err error) {
 	tx, indexes, counts, held := t.tx, t.indexes, t.counts, t.held
 	t.tx, t.indexes, t.counts, t.held = nil, nil, nil, 0
 	defer t.s.mu.RUnlock()
+	defer t.recycle(indexes, counts)
 	defer func() {
 		if err != nil || !ok {
 			t.last = t.s.Applied()
@@ -364,6 +376,18 @@ func (t *txSpan) end(ok bool) (err error) {
 	t.s.advance(t.last)
 	t.syncBehind()
 	return nil
+}
+
+// recycle keeps a transaction's index writes and counters, emptied, for the
+// next one, once it has committed or rolled back (bbolt holds what a put is
+// given until then). A span's are tens of megabytes of slices and blocks;
+// made afresh for every span, each was zeroed, and in a heap the runtime
+// had meanwhile given back to the system, faulted in again page by page
+// (5% of a replay's processor time in giving bench, perf; BENCHMARKS.md,
+// session 22).
+func (t *txSpan) recycle(indexes *indexWrites, counts *counters) {
+	indexes.reset()
+	t.spareIndexes, t.spareCounts = indexes, counts
 }
 
 // syncBehind starts writing what the commits so far left unsynced to the

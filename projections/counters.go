@@ -61,10 +61,10 @@ func newCounters(tx *bolt.Tx, records int) *counters {
 	return &counters{tx: tx, mem: arena{block: min(counterBlock, counterBlockPerRecord*max(records, 1))}}
 }
 
-// reset empties c for transaction tx, keeping what it allocated (see
-// txSpan.recycle): nothing c handed out before may be used after.
-func (c *counters) reset(tx *bolt.Tx) {
-	c.tx, c.err = tx, nil
+// reset empties c, keeping what it allocated (see txSpan.recycle): nothing
+// c handed out before may be used after, and the next transaction sets tx.
+func (c *counters) reset() {
+	c.tx, c.err = nil, nil
 	for _, p := range c.pending {
 		p.kvs, p.index = p.kvs[:0], nil
 	}

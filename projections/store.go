@@ -325,15 +325,13 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 			t.s.mu.RUnlock()
 			return err
 		}
-		t.tx, t.last = tx, readApplied(tx)
-		t.indexes, t.counts = t.spareIndexes, t.spareCounts
-		t.spareIndexes, t.spareCounts = nil, nil
-		if t.indexes == nil {
-			t.indexes, t.counts = newIndexWrites(t.every), newCounters(tx, t.every)
-		} else {
-			t.counts.reset(tx)
+		indexes, counts := t.spareIndexes, t.spareCounts
+		if indexes == nil {
+			indexes, counts = newIndexWrites(t.every), newCounters(tx, t.every)
 		}
-		t.counts.runs = t.s.building
+		counts.tx, counts.runs = tx, t.s.building
+		t.tx, t.indexes, t.counts, t.spareIndexes, t.spareCounts = tx, indexes, counts, nil, nil
+		t.last = readApplied(tx)
 		t.first = t.last
 	}
 	last, err := applyRecords(t.tx, t.last, recs, evs, t.indexes, t.counts)
@@ -387,6 +385,7 @@ func (t *txSpan) end(ok bool) (err error) {
 // session 22).
 func (t *txSpan) recycle(indexes *indexWrites, counts *counters) {
 	indexes.reset()
+	counts.reset()
 	t.spareIndexes, t.spareCounts = indexes, counts
 }
 

@@ -313,6 +313,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 		d.endpoints.keepSigner(ep.ID, sign)
 	}
 	at := time.Now()
+	if j.Attempt == 1 && !j.Once {
+		d.cfg.Metrics.DispatchLag(telemetry.LagAttempted, rec.Stored, at)
+	}
 	sctx, span := d.attemptSpan(ctx, j, rec.Trace)
 	res := d.sender.send(sctx, ep.URL, sign, j.EventID, j.Attempt, rec.Data)
 	endAttemptSpan(span, res)

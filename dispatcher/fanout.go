@@ -8,6 +8,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // job is one delivery of one event to one endpoint, at one attempt. The
@@ -73,9 +74,11 @@ const retryFanOut = time.Second
 // by its settlement once all its jobs are settled.
 func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery) {
 	seq := batch[len(batch)-1].Record.Seq
+	read := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, readyWait)
 	err := d.store.WaitFor(wctx, seq)
 	cancel()
+	applied := time.Now()
 	if err == nil {
 		err = d.endpoints.sync(d.store)
 	}
@@ -100,6 +103,8 @@ func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery)
 			m.Ack()
 			continue
 		}
+		d.cfg.Metrics.DispatchLag(telemetry.LagRead, m.Record.Stored, read)
+		d.cfg.Metrics.DispatchLag(telemetry.LagApplied, m.Record.Stored, applied)
 		s := newSettlement(m, len(jobs))
 		for _, j := range jobs {
 			if d.push(ctx, pushed{j: j, rec: m.Record, done: s.done}) {

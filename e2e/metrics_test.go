@@ -24,7 +24,7 @@ var families = []string{
 	"giving_ledger_append_duration_seconds", "giving_ledger_appends_total", "giving_ledger_batch_size",
 	"giving_projector_applied_sequence", "giving_ledger_last_sequence", "giving_projector_lag_events",
 	"giving_webhook_deliveries_total", "giving_webhook_delivery_duration_seconds", "giving_webhook_backlog",
-	"giving_webhook_endpoints",
+	"giving_webhook_endpoints", "giving_webhook_dispatch_lag_seconds",
 	"giving_feed_page_duration_seconds", "giving_ratelimit_rejections_total",
 	"giving_idempotency_replays_total", "giving_vendor_webhooks_total",
 }
@@ -85,12 +85,30 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		return failing.count() >= 2 && len(ok.received()) >= 3
 	})
 	var m scrape
-	waitFor(t, 30*time.Second, "the scrape to show the failures and the waiting retry", func() bool {
+	var firstAttempts int
+	waitFor(t, 30*time.Second, "the scrape to show the failures, a retry made and the waiting retry", func() bool {
+		firstAttempts = firstAttemptsTo(ok, failing)
+		retried := failing.count() > len(distinctEvents(failing))
 		m = scrapeMetrics(t, metrics)
 		failed, _ := m.value("giving_webhook_deliveries_total", map[string]string{"outcome": "failed"})
 		backlog, _ := m.value("giving_webhook_backlog", nil)
-		return failed >= 2 && backlog >= 1
+		return failed >= 2 && backlog >= 1 && retried
 	})
+	// Each event's first attempt to each endpoint is timed from the ledger
+	// once; retries (the failing receiver's second try) and the events
+	// nobody subscribes to are not.
+	attempted, _ := m.value("giving_webhook_dispatch_lag_seconds", map[string]string{"stage": "attempted"})
+	if after := firstAttemptsTo(ok, failing); attempted < float64(firstAttempts) || attempted > float64(after) {
+		t.Errorf("dispatch lag timed %v first attempts; the receivers saw %d before the scrape and %d after (the failing one %d attempts in all)",
+			attempted, firstAttempts, after, failing.count())
+	}
+	lagRead, _ := m.value("giving_webhook_dispatch_lag_seconds", map[string]string{"stage": "read"})
+	lagApplied, _ := m.value("giving_webhook_dispatch_lag_seconds", map[string]string{"stage": "applied"})
+	// (One fan-out observes both stages of an event in turn: a scrape
+	// between the two sees one more read.)
+	if lagRead < float64(len(distinctEvents(ok))) || lagApplied != lagRead && lagApplied != lagRead-1 {
+		t.Errorf("dispatch lag: %v events read and %v applied, want as many, and at least the %d the good receiver got", lagRead, lagApplied, len(distinctEvents(ok)))
+	}
 
 	moved := map[string]map[string]string{
 		"giving_http_requests_total":               {"route": "/flow/{token}/payroll", "method": "POST", "code": "303"},
@@ -104,6 +122,7 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		"giving_webhook_delivery_duration_seconds": nil,
 		"giving_webhook_backlog":                   nil,
 		"giving_webhook_endpoints":                 {"status": "enabled"},
+		"giving_webhook_dispatch_lag_seconds":      {"stage": "attempted"},
 		"giving_feed_page_duration_seconds":        nil,
 		"giving_ratelimit_rejections_total":        nil,
 		"giving_idempotency_replays_total":         nil,
@@ -208,6 +227,26 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		t.Errorf("rate limit line: %v", l)
 	}
 	sweep(t, "the logs", []byte(srv.Stderr.String()), []string{phone})
+}
+
+// distinctEvents is the events a receiver got, each once however often
+// it was sent.
+func distinctEvents(rc *receiver) map[string]bool {
+	seen := map[string]bool{}
+	for _, d := range rc.deliveries() {
+		seen[d.EventID] = true
+	}
+	return seen
+}
+
+// firstAttemptsTo counts the first attempts the receivers got: one per
+// event each, retries aside.
+func firstAttemptsTo(receivers ...*receiver) int {
+	n := 0
+	for _, rc := range receivers {
+		n += len(distinctEvents(rc))
+	}
+	return n
 }
 
 // hammerUntilLimited sends 200 requests at once with one key and reports

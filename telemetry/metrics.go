@@ -24,6 +24,7 @@ type Metrics struct {
 
 	deliveries       *prometheus.CounterVec
 	deliveryDuration prometheus.Histogram
+	dispatchLag      *prometheus.HistogramVec
 
 	feedPage       prometheus.Histogram
 	rateLimited    prometheus.Counter
@@ -52,6 +53,18 @@ const (
 	VendorFailed           = "failed"
 )
 
+// Stages of a webhook's way from the ledger to its first attempt, the
+// values of giving_webhook_dispatch_lag_seconds's stage label.
+const (
+	// LagRead: the fan-out received the event from the ledger.
+	LagRead = "read"
+	// LagApplied: this instance's projections hold the event, so the
+	// fan-out may hand it on (a partner reading here finds it).
+	LagApplied = "applied"
+	// LagAttempted: the event's first attempt to one endpoint began.
+	LagAttempted = "attempted"
+)
+
 // Delivery outcomes and vendor kinds, listed so that every series exists
 // from the start: a rate or a ratio over a series that appears only with
 // its first failure is blind until then.
@@ -60,6 +73,7 @@ var (
 	vendorKinds      = []string{"payroll", "bank", "kyc"}
 	vendorResults    = []string{VendorAccepted, VendorDuplicate, VendorInvalidSignature, VendorInvalid, VendorRefused, VendorFailed}
 	appendResults    = []string{AppendOK, AppendDuplicate, AppendConflict, AppendRejected, AppendUnavailable}
+	lagStages        = []string{LagRead, LagApplied, LagAttempted}
 )
 
 // NewMetrics builds a registry with every metric of the service, the Go
@@ -98,6 +112,12 @@ func NewMetrics() *Metrics {
 		Help:    "Time of one webhook delivery attempt, from connecting to the receiver's answer.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	})
+	m.dispatchLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "giving_webhook_dispatch_lag_seconds",
+		Help: "Time from an event's storage in the ledger (the ledger's clock) to a stage of its webhook dispatch, for events with an endpoint to deliver to: " +
+			"read (the fan-out received it), applied (this instance's projections hold it), attempted (its first attempt to an endpoint began; one per endpoint).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"stage"})
 	m.feedPage = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "giving_feed_page_duration_seconds",
 		Help:    "Time to read one page of the event feed (a long poll's waiting excluded).",
@@ -122,6 +142,9 @@ func NewMetrics() *Metrics {
 	for _, r := range appendResults {
 		m.appends.WithLabelValues(r)
 	}
+	for _, st := range lagStages {
+		m.dispatchLag.WithLabelValues(st)
+	}
 	for _, v := range vendorKinds {
 		for _, r := range vendorResults {
 			m.vendorWebhooks.WithLabelValues(v, r)
@@ -131,7 +154,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration, m.appendDuration, m.appends, m.batchSize,
-		m.deliveries, m.deliveryDuration, m.feedPage, m.rateLimited, m.replays, m.vendorWebhooks,
+		m.deliveries, m.deliveryDuration, m.dispatchLag, m.feedPage, m.rateLimited, m.replays, m.vendorWebhooks,
 	)
 	return m
 }
@@ -187,6 +210,17 @@ func (m *Metrics) WebhookDelivery(ctx context.Context, outcome string, d time.Du
 	}
 	m.deliveries.WithLabelValues(outcome).Inc()
 	observe(ctx, m.deliveryDuration, d)
+}
+
+// DispatchLag records how long after stored, an event stored in the
+// ledger, its webhook dispatch reached stage (LagRead, LagApplied,
+// LagAttempted) at now. A negative lag (the ledger's clock ahead of this
+// instance's) counts as none.
+func (m *Metrics) DispatchLag(stage string, stored, now time.Time) {
+	if m == nil || stored.IsZero() {
+		return
+	}
+	m.dispatchLag.WithLabelValues(stage).Observe(max(now.Sub(stored), 0).Seconds())
 }
 
 // FeedPage records the time one read of a feed page took.

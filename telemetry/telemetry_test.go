@@ -104,6 +104,7 @@ func TestLabelsStayBounded(t *testing.T) {
 	for _, want := range []string{
 		`giving_webhook_deliveries_total{outcome="failed"} 0`, `giving_ledger_appends_total{result="unavailable"} 0`,
 		`giving_vendor_webhooks_total{result="invalid_signature",vendor="kyc"} 0`,
+		`giving_webhook_dispatch_lag_seconds_count{stage="read"} 0`, `giving_webhook_dispatch_lag_seconds_count{stage="attempted"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %q", want)
@@ -114,6 +115,34 @@ func TestLabelsStayBounded(t *testing.T) {
 	none.HTTPRequest(context.Background(), "/", "GET", 200, 0)
 	none.LedgerAppend(telemetry.AppendOK, 0)
 	none.VendorWebhook("bank", telemetry.VendorAccepted)
+	none.DispatchLag(telemetry.LagAttempted, time.Now(), time.Now())
+}
+
+// The dispatch lag is measured from the ledger's clock: one behind this
+// instance's counts as no lag, not as a negative one, and a record with no
+// storage time (none is read that way) is not counted.
+func TestDispatchLag(t *testing.T) {
+	m := telemetry.NewMetrics()
+	stored := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	m.DispatchLag(telemetry.LagRead, stored, stored.Add(30*time.Millisecond))
+	m.DispatchLag(telemetry.LagRead, stored, stored.Add(-time.Second))
+	m.DispatchLag(telemetry.LagApplied, time.Time{}, stored)
+	m.DispatchLag(telemetry.LagAttempted, stored, stored.Add(2*time.Second))
+	text := scrape(t, m)
+	for _, want := range []string{
+		`giving_webhook_dispatch_lag_seconds_count{stage="read"} 2`,
+		`giving_webhook_dispatch_lag_seconds_sum{stage="read"} 0.03`,
+		`giving_webhook_dispatch_lag_seconds_bucket{stage="read",le="0.001"} 1`,
+		`giving_webhook_dispatch_lag_seconds_bucket{stage="read",le="0.05"} 2`,
+		`giving_webhook_dispatch_lag_seconds_count{stage="applied"} 0`,
+		`giving_webhook_dispatch_lag_seconds_count{stage="attempted"} 1`,
+		`giving_webhook_dispatch_lag_seconds_bucket{stage="attempted",le="1"} 0`,
+		`giving_webhook_dispatch_lag_seconds_bucket{stage="attempted",le="2.5"} 1`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
 }
 
 func TestTraceParentLinksBack(t *testing.T) {

@@ -212,10 +212,10 @@ func (m *Metrics) WebhookDelivery(ctx context.Context, outcome string, d time.Du
 	observe(ctx, m.deliveryDuration, d)
 }
 
-// DispatchLag records how long after stored, an event stored in the
-// ledger, its webhook dispatch reached stage (LagRead, LagApplied,
-// LagAttempted) at now. A negative lag (the ledger's clock ahead of this
-// instance's) counts as none.
+// DispatchLag records that the webhook dispatch of an event the ledger
+// stored at stored reached stage (LagRead, LagApplied, LagAttempted) at now.
+// A negative lag (the ledger's clock ahead of this instance's) counts as
+// none.
 func (m *Metrics) DispatchLag(stage string, stored, now time.Time) {
 	if m == nil || stored.IsZero() {
 		return

@@ -34,7 +34,12 @@ type Command struct {
 	// record was lost can still tell its own request from another one.
 	Request string
 	// LastOnly skips loading the events: the aggregate is long and Decide
-	// reads the projections instead, after they reach History.Last.
+	// reads the projections instead, after they reach History.Last. While
+	// commands of the aggregate follow one another in this process, the
+	// next one starts from the sequence the last one appended instead of
+	// asking the ledger: another writer's append since then fails the
+	// append's expectation, and a refusal or a decision to append nothing
+	// is made again from the ledger's answer (see Execute).
 	LastOnly bool
 	// New says the aggregate's id was minted for this command, so it has no
 	// history: the first attempt decides from an empty one without reading
@@ -74,19 +79,34 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{Record: &rec, Replayed: true}, nil
 		}
 	}
-	release, err := l.turns.take(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
+	tu, release, err := l.turns.takeTurn(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
 	}
 	defer release()
 	for attempt := 1; ; attempt++ {
 		var h History
-		if !cmd.New || attempt > 1 {
+		// The last holder's append, when it left one: a long aggregate's
+		// commands then cost no read of the ledger while they queue (a
+		// partner's imports or deposits, one at a time: BENCHMARKS.md,
+		// session 23). It is forgotten until an append succeeds again.
+		noted := cmd.LastOnly && tu.last != 0
+		switch {
+		case noted:
+			h = History{Last: tu.last}
+		case !cmd.New || attempt > 1:
 			if h, err = l.history(ctx, cmd); err != nil {
 				return Outcome{}, err
 			}
 		}
+		tu.last = 0
 		ev, refusal := cmd.Decide(ctx, h)
+		if (refusal != nil || ev == nil) && noted {
+			// Decided from this process's note: another writer may have
+			// moved the aggregate on since, and nothing will check it.
+			// Decide again from the ledger's answer.
+			continue
+		}
 		if refusal != nil || ev == nil {
 			// A refusal, or nothing to append: no conditional append can
 			// tell a stale history from a current one, and on a cluster the
@@ -107,10 +127,16 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		}
 		app, err := l.append(ctx, *ev, cmd.MsgID, h.Last, cmd.Request)
 		if err == nil {
+			if !app.Duplicate {
+				tu.last = app.Record.Seq
+			}
 			return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
 		}
 		if !errors.Is(err, ErrConflict) {
 			return Outcome{}, err
+		}
+		if noted {
+			continue // another writer came between: read the ledger, at once
 		}
 		if err := again(ctx, attempt, err); err != nil {
 			return Outcome{}, err

@@ -66,3 +66,14 @@ func (r *SharedReader) OutForTest(ctx context.Context) (pending uint64, asked, u
 	}
 	return info.NumPending, info.NumWaiting, info.NumAckPending, nil
 }
+
+// TurnWaitersForTest reports how many commands of this process hold or wait
+// for the aggregate's turn.
+func (l *Ledger) TurnWaitersForTest(partner, aggregate string) int {
+	l.turns.mu.Lock()
+	defer l.turns.mu.Unlock()
+	if tu, ok := l.turns.m[l.subjects.Aggregate(partner, aggregate)]; ok {
+		return tu.refs
+	}
+	return 0
+}

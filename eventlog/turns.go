@@ -20,10 +20,23 @@ type turns struct {
 type turn struct {
 	held chan struct{}
 	refs int
+	// last is the aggregate's newest sequence as the last holder left it,
+	// from its own append, or 0 when it did not know it (see
+	// Command.LastOnly). Only the holder reads or writes it, and it lives
+	// as long as the turn: while commands of the aggregate follow one
+	// another in this process.
+	last uint64
 }
 
 // take waits for the aggregate's turn and returns its release.
 func (t *turns) take(ctx context.Context, aggregate string) (func(), error) {
+	_, release, err := t.takeTurn(ctx, aggregate)
+	return release, err
+}
+
+// takeTurn is take, with the turn for its holder's note of the last
+// sequence.
+func (t *turns) takeTurn(ctx context.Context, aggregate string) (*turn, func(), error) {
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[string]*turn{}
@@ -37,10 +50,10 @@ func (t *turns) take(ctx context.Context, aggregate string) (func(), error) {
 	t.mu.Unlock()
 	select {
 	case tu.held <- struct{}{}:
-		return func() { <-tu.held; t.drop(aggregate, tu) }, nil
+		return tu, func() { <-tu.held; t.drop(aggregate, tu) }, nil
 	case <-ctx.Done():
 		t.drop(aggregate, tu)
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 

@@ -101,18 +101,17 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		}
 		tu.last = 0
 		ev, refusal := cmd.Decide(ctx, h)
-		if (refusal != nil || ev == nil) && noted {
-			// Decided from this process's note: another writer may have
-			// moved the aggregate on since, and nothing will check it.
-			// Decide again from the ledger's answer.
-			continue
-		}
 		if refusal != nil || ev == nil {
 			// A refusal, or nothing to append: no conditional append can
-			// tell a stale history from a current one, and on a cluster the
-			// history may have come from a lagging replica (a partner
-			// created a moment ago would be "not found"). Decide again
+			// tell a stale history from a current one. One decided from
+			// this process's note may have missed another writer's
+			// append: decide again from the ledger's answer. On a cluster
+			// the history may have come from a lagging replica (a partner
+			// created a moment ago would be "not found"): decide again
 			// unless the leader agrees the history was whole.
+			if noted {
+				continue
+			}
 			fresh, err := l.historyCurrent(ctx, cmd, h)
 			if err != nil && refusal == nil {
 				return Outcome{}, err

@@ -34,12 +34,12 @@ type Command struct {
 	// record was lost can still tell its own request from another one.
 	Request string
 	// LastOnly skips loading the events: the aggregate is long and Decide
-	// reads the projections instead, after they reach History.Last. While
-	// commands of the aggregate follow one another in this process, the
-	// next one starts from the sequence the last one appended instead of
-	// asking the ledger: another writer's append since then fails the
-	// append's expectation, and a refusal or a decision to append nothing
-	// is made again from the ledger's answer (see Execute).
+	// reads the projections instead, after they reach History.Last. Once a
+	// command of the aggregate appended in this process, the next one
+	// starts from the sequence it appended instead of asking the ledger:
+	// another writer's append since then fails the append's expectation,
+	// and a refusal or a decision to append nothing is made again from the
+	// ledger's answer (see Execute).
 	LastOnly bool
 	// New says the aggregate's id was minted for this command, so it has no
 	// history: the first attempt decides from an empty one without reading
@@ -87,9 +87,9 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 	for attempt := 1; ; attempt++ {
 		var h History
 		// The last holder's append, when it left one: a long aggregate's
-		// commands then cost no read of the ledger while they queue (a
-		// partner's imports or deposits, one at a time: BENCHMARKS.md,
-		// session 23). It is forgotten until an append succeeds again.
+		// commands then cost no read of the ledger (a partner's imports
+		// or deposits, one at a time: BENCHMARKS.md, sessions 23 and
+		// 24). It is forgotten until an append succeeds again.
 		noted := cmd.LastOnly && tu.last != 0
 		switch {
 		case noted:

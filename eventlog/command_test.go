@@ -11,13 +11,13 @@ import (
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
-// A long aggregate's commands that queue in this process start from the
-// sequence the one before them appended, without asking the ledger; what
-// another writer appended in between fails that expectation, and the
-// command decides again, at once, from the ledger's answer. A refusal
-// decided from the note is decided again from the ledger's answer too,
-// since no append checks it.
-func TestQueuedLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
+// A long aggregate's commands in this process start from the sequence the
+// one before them appended, queued behind it or not, without asking the
+// ledger; what another writer appended in between fails that expectation,
+// and the command decides again, at once, from the ledger's answer. A
+// refusal decided from the note is decided again from the ledger's answer
+// too, since no append checks it.
+func TestLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
@@ -111,11 +111,31 @@ func TestQueuedLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
 		t.Fatalf("refusing command saw %v; want the first's append, from the note, then from the ledger", second.seen)
 	}
 
-	// Once nobody queues, the note is gone: a command alone asks the ledger.
+	// The refusal left no note: a command alone asks the ledger.
 	done := make(chan outcome, 1)
 	run(done, issue)
 	alone := <-done
 	if alone.err != nil || len(alone.seen) != 1 || alone.seen[0] != first.out.Record.Seq {
 		t.Fatalf("a command alone saw %v (%v); want the ledger's last, %d", alone.seen, alone.err, first.out.Record.Seq)
+	}
+
+	// Its append outlives its turn: the next command alone starts from it,
+	// nobody queued behind it.
+	run(done, issue)
+	next := <-done
+	if next.err != nil || len(next.seen) != 1 || next.seen[0] != alone.out.Record.Seq {
+		t.Fatalf("the next command alone saw %v (%v); want the last one's append, %d", next.seen, next.err, alone.out.Record.Seq)
+	}
+
+	// Another writer between two commands alone: the second starts from
+	// the note, conflicts, and decides again from the ledger.
+	app, err := l.Append(ctx, keyIssued(pt), "", next.out.Record.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(done, issue)
+	after := <-done
+	if after.err != nil || len(after.seen) != 2 || after.seen[0] != next.out.Record.Seq || after.seen[1] != app.Record.Seq || after.out.Record.Seq != app.Record.Seq+1 {
+		t.Fatalf("a command after another writer saw %v and appended at %+v (%v); want [%d %d] and %d", after.seen, after.out.Record, after.err, next.out.Record.Seq, app.Record.Seq, app.Record.Seq+1)
 	}
 }

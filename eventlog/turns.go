@@ -15,16 +15,27 @@ import (
 type turns struct {
 	mu sync.Mutex
 	m  map[string]*turn
+	// notes keeps the last sequence an aggregate's last holder appended
+	// once nobody holds or waits for its turn, for the next command of it
+	// to start from (see Command.LastOnly): a partner's imports or
+	// deposits that come one after another, not queued, then cost no
+	// ledger read either. It holds at most maxNotes aggregates, the
+	// ones to forget picked at random, so it follows the aggregates being
+	// written, not the history.
+	notes map[string]uint64
 }
+
+// maxNotes bounds turns.notes: 64 Ki aggregates, about 8 MiB at most.
+const maxNotes = 1 << 16
 
 type turn struct {
 	held chan struct{}
 	refs int
 	// last is the aggregate's newest sequence as the last holder left it,
 	// from its own append, or 0 when it did not know it (see
-	// Command.LastOnly). Only the holder reads or writes it, and it lives
-	// as long as the turn: while commands of the aggregate follow one
-	// another in this process.
+	// Command.LastOnly). Only the holder reads or writes it; when the turn
+	// is dropped it goes to turns.notes, and a new turn of the aggregate
+	// starts from there.
 	last uint64
 }
 
@@ -43,7 +54,8 @@ func (t *turns) takeTurn(ctx context.Context, aggregate string) (*turn, func(), 
 	}
 	tu, ok := t.m[aggregate]
 	if !ok {
-		tu = &turn{held: make(chan struct{}, 1)}
+		tu = &turn{held: make(chan struct{}, 1), last: t.notes[aggregate]}
+		delete(t.notes, aggregate)
 		t.m[aggregate] = tu
 	}
 	tu.refs++
@@ -60,9 +72,23 @@ func (t *turns) takeTurn(ctx context.Context, aggregate string) (*turn, func(), 
 func (t *turns) drop(aggregate string, tu *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if tu.refs--; tu.refs == 0 {
-		delete(t.m, aggregate)
+	if tu.refs--; tu.refs > 0 {
+		return
 	}
+	delete(t.m, aggregate)
+	if tu.last == 0 {
+		return
+	}
+	if t.notes == nil {
+		t.notes = map[string]uint64{}
+	}
+	if len(t.notes) >= maxNotes {
+		for k := range t.notes { // a random one: map iteration starts anywhere
+			delete(t.notes, k)
+			break
+		}
+	}
+	t.notes[aggregate] = tu.last
 }
 
 // Turn waits for key's turn among this process's callers and returns its

@@ -30,11 +30,28 @@ func TestVaultForgetErasesThePhoneFromDisk(t *testing.T) {
 	if a != v.DonorID("pt_a", "+12025550100") || a == v.DonorID("pt_b", "+12025550100") || !domain.ValidID(domain.PrefixDonor, a) {
 		t.Fatalf("donor ids: same partner must match, other partner must differ, id must be well formed: %s", a)
 	}
-	if err := v.Put(ctx, a, "+12025550100"); err != nil {
-		t.Fatal(err)
+	// stored reports how many messages the vault's stream has taken.
+	stored := func() uint64 {
+		t.Helper()
+		st, err := l.JetStreamForTest().Stream(ctx, "KV_VAULT_SANDBOX")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
 	}
 	if err := v.Put(ctx, a, "+12025550100"); err != nil {
 		t.Fatal(err)
+	}
+	// A returning donor writes nothing.
+	if err := v.Put(ctx, a, "+12025550100"); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(); n != 1 {
+		t.Fatalf("the vault stored %d messages for one donor put twice; want 1", n)
 	}
 	if got, err := v.Phone(ctx, a); err != nil || got != "+12025550100" {
 		t.Fatalf("phone = %q, %v", got, err)
@@ -47,6 +64,17 @@ func TestVaultForgetErasesThePhoneFromDisk(t *testing.T) {
 	}
 	if err := v.Forget(ctx, a); !errors.Is(err, eventlog.ErrForgotten) {
 		t.Fatalf("second forget: %v", err)
+	}
+	// A forgotten donor who comes back is stored again, and can be
+	// forgotten again.
+	if err := v.Put(ctx, a, "+12025550100"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Phone(ctx, a); err != nil || got != "+12025550100" {
+		t.Fatalf("phone after coming back = %q, %v", got, err)
+	}
+	if err := v.Forget(ctx, a); err != nil {
+		t.Fatal(err)
 	}
 	// The sealed phone never sits on disk in clear, and nothing holds its
 	// digits.

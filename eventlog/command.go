@@ -38,7 +38,9 @@ type Command struct {
 	// command of the aggregate appended in this process, the next one
 	// starts from the sequence it appended instead of asking the ledger:
 	// another writer's append since then fails the append's expectation,
-	// and a refusal or a decision to append nothing is made again from the
+	// the command decides again from the ledger's answer, and the
+	// aggregate's commands ask the ledger for a while (sharedFor); a
+	// refusal or a decision to append nothing is made again from the
 	// ledger's answer (see Execute).
 	LastOnly bool
 	// New says the aggregate's id was minted for this command, so it has no
@@ -90,16 +92,16 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		// commands then cost no read of the ledger (a partner's imports
 		// or deposits, one at a time: BENCHMARKS.md, sessions 23 and
 		// 24). It is forgotten until an append succeeds again.
-		noted := cmd.LastOnly && tu.last != 0
+		noted := cmd.LastOnly && tu.note.usable(turnClock())
 		switch {
 		case noted:
-			h = History{Last: tu.last}
+			h = History{Last: tu.note.last}
 		case !cmd.New || attempt > 1:
 			if h, err = l.history(ctx, cmd); err != nil {
 				return Outcome{}, err
 			}
 		}
-		tu.last = 0
+		tu.note.last = 0
 		ev, refusal := cmd.Decide(ctx, h)
 		if refusal != nil || ev == nil {
 			// A refusal, or nothing to append: no conditional append can
@@ -127,7 +129,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		app, err := l.append(ctx, *ev, cmd.MsgID, h.Last, cmd.Request)
 		if err == nil {
 			if !app.Duplicate {
-				tu.last = app.Record.Seq
+				tu.note.last = app.Record.Seq
 			}
 			return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
 		}
@@ -135,7 +137,10 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{}, err
 		}
 		if noted {
-			continue // another writer came between: read the ledger, at once
+			// Another writer came between: read the ledger, at once, and
+			// before the next commands of the aggregate for a while.
+			tu.note.shared = turnClock().Add(sharedFor)
+			continue
 		}
 		if err := again(ctx, attempt, err); err != nil {
 			return Outcome{}, err

@@ -22,6 +22,8 @@ func TestLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
 	refused := errors.New("refused")
+	clock := time.Now()
+	defer eventlog.SetTurnClockForTest(func() time.Time { return clock })()
 
 	// run runs a LastOnly command whose decisions answer, in turn, for each
 	// history it is shown (the last for any more), and reports the
@@ -93,6 +95,7 @@ func TestLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
 	if len(second.seen) != 2 || second.seen[0] != first.out.Record.Seq || second.seen[1] != other || second.out.Record.Seq != other+1 {
 		t.Fatalf("second command saw %v and appended at %d; want [%d %d] and %d", second.seen, second.out.Record.Seq, first.out.Record.Seq, other, other+1)
 	}
+	clock = clock.Add(eventlog.SharedForTest) // the other writer is forgotten (see below)
 
 	// A refusal decided from the note is decided again from the ledger:
 	// the second command refuses twice, seeing the first's append both
@@ -137,5 +140,31 @@ func TestLastOnlyCommandsStartFromTheLastAppend(t *testing.T) {
 	after := <-done
 	if after.err != nil || len(after.seen) != 2 || after.seen[0] != next.out.Record.Seq || after.seen[1] != app.Record.Seq || after.out.Record.Seq != app.Record.Seq+1 {
 		t.Fatalf("a command after another writer saw %v and appended at %+v (%v); want [%d %d] and %d", after.seen, after.out.Record, after.err, next.out.Record.Seq, app.Record.Seq, app.Record.Seq+1)
+	}
+
+	// The aggregate has another writer: for a while its commands ask the
+	// ledger first, so each costs one decision even when the other
+	// writer comes between again.
+	for range 2 {
+		app, err := l.Append(ctx, keyIssued(pt), "", after.out.Record.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(eventlog.SharedForTest / 3)
+		run(done, issue)
+		if after = <-done; after.err != nil || len(after.seen) != 1 || after.seen[0] != app.Record.Seq {
+			t.Fatalf("a command of an aggregate with another writer saw %v (%v); want the ledger's last, [%d]", after.seen, after.err, app.Record.Seq)
+		}
+	}
+	// Once the while is over, the next command starts from the last one's
+	// append again, and the other writer still fails it.
+	clock = clock.Add(eventlog.SharedForTest / 3)
+	app, err = l.Append(ctx, keyIssued(pt), "", after.out.Record.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(done, issue)
+	if later := <-done; later.err != nil || len(later.seen) != 2 || later.seen[0] != after.out.Record.Seq || later.seen[1] != app.Record.Seq {
+		t.Fatalf("a command after the while saw %v (%v); want [%d %d], the note and then the ledger", later.seen, later.err, after.out.Record.Seq, app.Record.Seq)
 	}
 }

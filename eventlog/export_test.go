@@ -21,6 +21,18 @@ func (l *Ledger) DirectLastForTest(ctx context.Context, stream, subject string) 
 	return len(msgs), err
 }
 
+// SetTurnClockForTest sets the clock of the turns' notes, until the
+// returned function restores it.
+func SetTurnClockForTest(now func() time.Time) (restore func()) {
+	old := turnClock
+	turnClock = now
+	return func() { turnClock = old }
+}
+
+// SharedForTest is how long an aggregate another writer appended to is
+// read from the ledger before each command.
+const SharedForTest = sharedFor
+
 // SetGatherWaitForTest sets how long Follow waits for the rest of a backlog,
 // until the returned function restores it.
 func SetGatherWaitForTest(d time.Duration) (restore func()) {

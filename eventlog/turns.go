@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // turns makes the commands of one aggregate take turns within this process.
@@ -15,28 +16,51 @@ import (
 type turns struct {
 	mu sync.Mutex
 	m  map[string]*turn
-	// notes keeps the last sequence an aggregate's last holder appended
-	// once nobody holds or waits for its turn, for the next command of it
-	// to start from (see Command.LastOnly): a partner's imports or
-	// deposits that come one after another, not queued, then cost no
-	// ledger read either. It holds at most maxNotes aggregates, the
-	// ones to forget picked at random, so it follows the aggregates being
-	// written, not the history.
-	notes map[string]uint64
+	// notes keeps a turn's note once nobody holds or waits for it, for
+	// the next command of the aggregate to start from (see
+	// Command.LastOnly): a partner's imports or deposits that come one
+	// after another, not queued, then cost no ledger read either. It
+	// holds at most maxNotes aggregates, the ones to forget picked at
+	// random, so it follows the aggregates being written, not the
+	// history.
+	notes map[string]note
 }
 
-// maxNotes bounds turns.notes: 64 Ki aggregates, about 8 MiB at most.
+// maxNotes bounds turns.notes: 64 Ki aggregates, about 10 MiB at most.
 const maxNotes = 1 << 16
+
+// note is what a turn knows of its aggregate beyond its holder.
+type note struct {
+	// last is the aggregate's newest sequence as the last holder left it,
+	// from its own append, or 0 when it did not know it.
+	last uint64
+	// shared is until when the holders do not start from last: another
+	// writer (an instance behind the same load balancer) appended to the
+	// aggregate between two of this process's commands lately, so a note
+	// would mostly cost an append refused before the ledger read anyway.
+	shared time.Time
+}
+
+// sharedFor is how long an aggregate found written by another writer is
+// read from the ledger before each command instead of started from the
+// note.
+const sharedFor = time.Minute
+
+// turnClock tells the notes' time (a test sets it).
+var turnClock = time.Now
+
+// usable reports whether the holder may start from n.last.
+func (n note) usable(now time.Time) bool {
+	return n.last != 0 && !now.Before(n.shared)
+}
 
 type turn struct {
 	held chan struct{}
 	refs int
-	// last is the aggregate's newest sequence as the last holder left it,
-	// from its own append, or 0 when it did not know it (see
-	// Command.LastOnly). Only the holder reads or writes it; when the turn
-	// is dropped it goes to turns.notes, and a new turn of the aggregate
-	// starts from there.
-	last uint64
+	// note is for LastOnly commands (see Command.LastOnly). Only the
+	// holder reads or writes it; when the turn is dropped it goes to
+	// turns.notes, and a new turn of the aggregate starts from there.
+	note note
 }
 
 // take waits for the aggregate's turn and returns its release.
@@ -54,7 +78,7 @@ func (t *turns) takeTurn(ctx context.Context, aggregate string) (*turn, func(), 
 	}
 	tu, ok := t.m[aggregate]
 	if !ok {
-		tu = &turn{held: make(chan struct{}, 1), last: t.notes[aggregate]}
+		tu = &turn{held: make(chan struct{}, 1), note: t.notes[aggregate]}
 		delete(t.notes, aggregate)
 		t.m[aggregate] = tu
 	}
@@ -76,11 +100,11 @@ func (t *turns) drop(aggregate string, tu *turn) {
 		return
 	}
 	delete(t.m, aggregate)
-	if tu.last == 0 {
-		return
+	if tu.note.last == 0 && !turnClock().Before(tu.note.shared) {
+		return // nothing worth keeping
 	}
 	if t.notes == nil {
-		t.notes = map[string]uint64{}
+		t.notes = map[string]note{}
 	}
 	if len(t.notes) >= maxNotes {
 		for k := range t.notes { // a random one: map iteration starts anywhere
@@ -88,7 +112,7 @@ func (t *turns) drop(aggregate string, tu *turn) {
 			break
 		}
 	}
-	t.notes[aggregate] = tu.last
+	t.notes[aggregate] = tu.note
 }
 
 // Turn waits for key's turn among this process's callers and returns its

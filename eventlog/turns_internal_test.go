@@ -18,8 +18,8 @@ func TestTurnNotesStayBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found := tu.last
-		tu.last = last
+		found := tu.note.last
+		tu.note.last = last
 		release()
 		return found
 	}

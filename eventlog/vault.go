@@ -97,8 +97,10 @@ func (v *Vault) DonorID(partnerID, phone string) string {
 // id is a keyed hash of the partner and the phone, so a stored entry for the
 // id is this very phone. The store is conditional on the key holding nothing
 // (or a forgotten entry), checked by the stream's leader: a new donor costs
-// one round trip and one synced write, a returning donor one round trip and
-// no write.
+// one round trip and one synced write, a returning donor two round trips (the
+// refused store, then the client's look at whether the key holds a forgotten
+// entry) and no write. Donor sessions are mostly new donors' (a donor
+// enrolls once), for whom the read before the store was a round trip more.
 func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
 	_, err := v.kv.Create(ctx, donorID, v.seal.Seal([]byte(phone), []byte(donorID)))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

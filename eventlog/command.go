@@ -81,7 +81,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{Record: &rec, Replayed: true}, nil
 		}
 	}
-	tu, release, err := l.turns.takeTurn(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
+	tu, release, err := l.turns.take(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
 	}

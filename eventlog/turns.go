@@ -63,15 +63,9 @@ type turn struct {
 	note note
 }
 
-// take waits for the aggregate's turn and returns its release.
-func (t *turns) take(ctx context.Context, aggregate string) (func(), error) {
-	_, release, err := t.takeTurn(ctx, aggregate)
-	return release, err
-}
-
-// takeTurn is take, with the turn for its holder's note of the last
-// sequence.
-func (t *turns) takeTurn(ctx context.Context, aggregate string) (*turn, func(), error) {
+// take waits for the aggregate's turn and returns it, for its holder's
+// note of the last sequence, and its release.
+func (t *turns) take(ctx context.Context, aggregate string) (*turn, func(), error) {
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[string]*turn{}
@@ -121,5 +115,6 @@ func (t *turns) drop(aggregate string, tu *turn) {
 // name the key for what the rule covers, such as a Subjects filter, and take
 // it before running the commands it guards.
 func (l *Ledger) Turn(ctx context.Context, key string) (func(), error) {
-	return l.turns.take(ctx, "turn:"+key)
+	_, release, err := l.turns.take(ctx, "turn:"+key)
+	return release, err
 }

@@ -14,7 +14,7 @@ func TestTurnNotesStayBounded(t *testing.T) {
 	var ts turns
 	hold := func(aggregate string, last uint64) uint64 {
 		t.Helper()
-		tu, release, err := ts.takeTurn(ctx, aggregate)
+		tu, release, err := ts.take(ctx, aggregate)
 		if err != nil {
 			t.Fatal(err)
 		}

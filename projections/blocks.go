@@ -93,13 +93,16 @@ func notEntries(key, rest []byte) error {
 
 // mergeEntries returns the entries of block (at most size) and kvs (in key
 // order) in key order; of equal keys, the one that came last (kvs after
-// block) is kept. A block that ends in bytes that are not an entry is not
-// written again without them: rest holds them (empty when there are none).
-func mergeEntries(block []byte, size int, kvs []keyValue) (out []keyValue, rest []byte) {
+// block) is kept, or block's when kvs are older. A block that ends in bytes
+// that are not an entry is not written again without them: rest holds them
+// (empty when there are none).
+func mergeEntries(block []byte, size int, kvs []keyValue, kvsOlder bool) (out []keyValue, rest []byte) {
 	out = make([]keyValue, 0, len(kvs)+size)
-	add := func(k, v []byte) {
+	add := func(k, v []byte, older bool) {
 		if n := len(out); n > 0 && bytes.Equal(out[n-1].k, k) {
-			out[n-1].v = v
+			if !older {
+				out[n-1].v = v
+			}
 			return
 		}
 		out = append(out, keyValue{k: k, v: v})
@@ -108,13 +111,13 @@ func mergeEntries(block []byte, size int, kvs []keyValue) (out []keyValue, rest 
 	k, v, next, ok := nextEntry(rest)
 	for _, kv := range kvs {
 		for ; ok && bytes.Compare(k, kv.k) <= 0; k, v, next, ok = nextEntry(rest) {
-			add(k, v)
+			add(k, v, false)
 			rest = next
 		}
-		add(kv.k, kv.v)
+		add(kv.k, kv.v, kvsOlder)
 	}
 	for ; ok; k, v, next, ok = nextEntry(rest) {
-		add(k, v)
+		add(k, v, false)
 		rest = next
 	}
 	return out, rest
@@ -145,9 +148,11 @@ func blockSizes(n, size int, last bool) []int {
 // blocks b, in blocks of at most size: the keys up to the next block's
 // first go into the last block that starts at or before the first of them
 // (the first block, when they come before every one), which is written
-// again with them. The blocks are carved from mem, which must hold them
-// until the transaction commits (bbolt keeps what a put is given).
-func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena) error {
+// again with them. Of a key b holds already, kvs's value replaces b's,
+// unless kvs are older (b's stays). The blocks are carved from mem, which
+// must hold them until the transaction commits (bbolt keeps what a put is
+// given).
+func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena, kvsOlder bool) error {
 	for len(kvs) > 0 {
 		// A cursor is placed afresh once its bucket has changed.
 		c := b.Cursor()
@@ -165,7 +170,7 @@ func putInBlocks(b *bolt.Bucket, kvs []keyValue, size int, mem *arena) error {
 		if n == 0 {
 			return fmt.Errorf("projections: key %q found no block before %q", kvs[0].k, k)
 		}
-		entries, rest := mergeEntries(v, size, kvs[:n])
+		entries, rest := mergeEntries(v, size, kvs[:n], kvsOlder)
 		if len(rest) > 0 {
 			return notEntries(k, rest)
 		}

@@ -51,7 +51,7 @@ func TestBlocksHoldWhatWasPut(t *testing.T) {
 				return err
 			}
 			mem := arena{block: 4096}
-			return putInBlocks(b, kvs, size, &mem)
+			return putInBlocks(b, kvs, size, &mem, false)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestRunCursorWalksBlocks(t *testing.T) {
 			return err
 		}
 		mem := arena{block: 4096}
-		if err := putInBlocks(b, kvs, 4, &mem); err != nil {
+		if err := putInBlocks(b, kvs, 4, &mem, false); err != nil {
 			return err
 		}
 		bad, err := tx.CreateBucket([]byte("bad"))
@@ -213,7 +213,7 @@ func TestABadBlockFailsRatherThanLoseKeys(t *testing.T) {
 	}
 	put := db.Update(func(tx *bolt.Tx) error {
 		mem := arena{block: 4096}
-		return putInBlocks(tx.Bucket(bucketDeposits), []keyValue{{k: []byte("pt_a/t3"), v: []byte("v")}}, depositBlock, &mem)
+		return putInBlocks(tx.Bucket(bucketDeposits), []keyValue{{k: []byte("pt_a/t3"), v: []byte("v")}}, depositBlock, &mem, false)
 	})
 	counted := db.Update(func(tx *bolt.Tx) error {
 		c := newCounters(tx, 1)

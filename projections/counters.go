@@ -123,15 +123,7 @@ func (c *counters) get(bucket, key []byte) []byte {
 		return p.kvs[i].v
 	}
 	if bytes.Equal(bucket, bucketDeposits) {
-		var (
-			v   []byte
-			err error
-		)
-		if c.runs {
-			v, err = runGet(c.tx, key)
-		} else {
-			v, err = blockGet(c.tx.Bucket(bucketDeposits).Cursor(), key)
-		}
+		v, err := depositGet(c.tx, key)
 		if err != nil && c.err == nil {
 			c.err = err
 		}
@@ -196,7 +188,7 @@ func (c *counters) write() error {
 			if c.runs {
 				err = writeRun(c.tx, last, &c.mem)
 			} else {
-				err = putInBlocks(b, last, depositBlock, &c.mem)
+				err = putInBlocks(b, last, depositBlock, &c.mem, false)
 			}
 			if err != nil {
 				return err

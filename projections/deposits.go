@@ -97,7 +97,7 @@ func init() {
 func (s *Store) Deposit(partner, trace string) (domain.Deposit, error) {
 	var d domain.Deposit
 	err := s.view(func(tx *bolt.Tx) error {
-		v, err := blockGet(tx.Bucket(bucketDeposits).Cursor(), []byte(partner+"/"+trace))
+		v, err := depositGet(tx, []byte(partner+"/"+trace))
 		if err != nil {
 			return err
 		}

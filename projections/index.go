@@ -237,7 +237,7 @@ func (w *indexWrites) writeIndex(tx *bolt.Tx, i index, rank []int32) error {
 			for end < len(sorted) && sorted[end].group == group {
 				end++
 			}
-			if err := putInBlocks(into, sorted[n:end], eventBlock, &w.mem); err != nil {
+			if err := putInBlocks(into, sorted[n:end], eventBlock, &w.mem, false); err != nil {
 				return err
 			}
 			n = end - 1

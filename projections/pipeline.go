@@ -30,8 +30,10 @@ type pipeline struct {
 	// transaction failed (see txSpan).
 	end func(ok bool) error
 	// idle, when set, is called when the applier finds nothing queued,
-	// before it waits: it does work apply put off (see txSpan.flush).
-	idle func() error
+	// before it waits, and again while it reports more to do and nothing
+	// is queued: it does work apply put off (see txSpan.flush and
+	// Store.runsMerger).
+	idle func() (more bool, err error)
 	// applied, when set, hears of each batch applied.
 	applied func()
 	queue   chan batch
@@ -83,7 +85,7 @@ func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) erro
 	return s.startPipelineEnding(apply, nil, nil, applied, pipelineDepth)
 }
 
-func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, idle func() error, applied func(), depth int) *pipeline {
+func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, idle func() (bool, error), applied func(), depth int) *pipeline {
 	p := &pipeline{s: s, apply: apply, end: end, idle: idle, applied: applied,
 		queue: make(chan batch, depth), failed: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
@@ -137,15 +139,20 @@ func (p *pipeline) applyQueued() {
 }
 
 // next returns the next batch queued, false once the queue is closed. When
-// none is queued yet it runs idle first.
+// none is queued yet it runs idle first, as long as idle has more to do
+// and no batch comes.
 func (p *pipeline) next() (batch, bool) {
-	select {
-	case b, ok := <-p.queue:
-		return b, ok
-	default:
-	}
-	if p.idle != nil && p.err == nil {
-		if err := p.idle(); err != nil {
+	for more := p.idle != nil; ; {
+		select {
+		case b, ok := <-p.queue:
+			return b, ok
+		default:
+		}
+		if !more || p.err != nil {
+			break
+		}
+		var err error
+		if more, err = p.idle(); err != nil {
 			p.err = err
 			close(p.failed)
 		}

@@ -96,9 +96,9 @@ func (p *Projector) follow(ctx context.Context) error {
 	if err := p.catchUpInSpans(ctx); err != nil {
 		return err
 	}
-	pl := p.store.startPipeline(func(recs []eventlog.Record, evs []domain.Event) error {
+	pl := p.store.startPipelineEnding(func(recs []eventlog.Record, evs []domain.Event) error {
 		return p.apply(ctx, recs, evs)
-	}, nil)
+	}, nil, p.store.runsMerger(), nil, pipelineDepth)
 	return followInto(ctx, p.ledger, pl, maxBatch, nil)
 }
 
@@ -230,7 +230,9 @@ const rebuildBatch = 5000
 // one is applied), in transactions of many batches (txSpan), and commits
 // without syncing each transaction;
 // the file is synced once at the end, before it can be swapped in, which is
-// safe because a file that did not finish is removed, never used.
+// safe because a file that did not finish is removed, never used. The
+// deposits it wrote as runs are merged into their table by the follow loop
+// that serves from the file (see runs.go).
 func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, progress Progress) error {
 	s, err := openRebuild(path)
 	if err != nil {
@@ -244,9 +246,6 @@ func catchUpFile(ctx context.Context, ledger *eventlog.Ledger, path string, prog
 	if s.Applied() < total {
 		s.db.NoSync = true
 		if err := applyInSpans(ctx, ledger, s, total, spanEvents, rebuildDepth, progress); err != nil {
-			return err
-		}
-		if err := mergeDepositRuns(s.db, mergeEvery); err != nil {
 			return err
 		}
 		s.db.NoSync = false

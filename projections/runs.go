@@ -18,25 +18,29 @@ import (
 // rather than with the span (BENCHMARKS.md, session 16). Instead each span
 // writes its deposits, sorted, as a run of their own (in blocks, see
 // blocks.go, appended to an empty bucket, so pages are written once and
-// full), and once the ledger is read the runs are merged into the table in
-// key order: appended again, once.
+// full), and the runs are merged into the table in key order later:
+// appended again, once.
 // With traces that come in about the ledger's order (giving bench's) this
 // gains nothing; with traces in no order of the ledger's (the sandbox
 // bank's, or many banks'), a build at a million deposits took 7.5-7.9 s
 // instead of 10.8-12.1 (BenchmarkRebuildMillionScattered, BENCHMARKS.md,
 // session 18).
 //
-// Nobody reads a file being built until it is complete (it is swapped in,
-// or removed when the build fails), so the table may be missing the
-// deposits of the runs meanwhile. The build itself reads a deposit only for
-// a credit recorded on its own or an announcement without one (ledgers
-// written before the deposit book); counters.get looks in the runs then,
-// newest first.
+// The merge is not part of the build. It ran after the last span, on one
+// core with nothing else to do, 1.05-1.18 s of a 7.7-17.9 s rebuild of a
+// million events (BENCHMARKS.md, session 25), and the rebuilt file served
+// only after it. The file is complete without it: a deposit is read from
+// the table, else from the newest run that has it (depositGet). The table
+// holds only what was written after the runs (a file is built into an
+// empty table, and the merge keeps the table's value of a key in both), so
+// it is the newest. The follow loop merges the runs into the table when it
+// has nothing to apply (mergeRunsStep, a few thousand deposits a
+// transaction, between the batches it applies), and drops them once merged.
 
-// bucketDepositRuns holds, while a file is being built, a bucket per span
-// (its number, big-endian) of the span's deposits, as the deposits table
-// would hold them. It is created by the first span and deleted by
-// mergeDepositRuns.
+// bucketDepositRuns holds, until they are merged, a bucket per span (its
+// number, big-endian) of the span's deposits, as the deposits table would
+// hold them. It is created by a build's first span and deleted by the last
+// step of the merge.
 var bucketDepositRuns = []byte("deposit_runs")
 
 // writeRun writes a span's deposits, sorted and one of each key, as the
@@ -55,57 +59,97 @@ func writeRun(tx *bolt.Tx, kvs []keyValue, mem *arena) error {
 		return err
 	}
 	run.FillPercent = 1 // keys come in order: pages fill, none splits in the middle
-	return putInBlocks(run, kvs, depositBlock, mem)
+	return putInBlocks(run, kvs, depositBlock, mem, false)
 }
 
-// runGet returns key's value in the newest run that has it, else in the
-// deposits table.
-func runGet(tx *bolt.Tx, key []byte) ([]byte, error) {
-	if runs := tx.Bucket(bucketDepositRuns); runs != nil {
-		c := runs.Cursor()
-		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-			if v, err := blockGet(runs.Bucket(k).Cursor(), key); v != nil || err != nil {
-				return v, err
-			}
+// depositGet returns key's value in the deposits table, else in the newest
+// run that has it (nil when none does).
+func depositGet(tx *bolt.Tx, key []byte) ([]byte, error) {
+	if v, err := blockGet(tx.Bucket(bucketDeposits).Cursor(), key); v != nil || err != nil {
+		return v, err
+	}
+	runs := tx.Bucket(bucketDepositRuns)
+	if runs == nil {
+		return nil, nil
+	}
+	c := runs.Cursor()
+	for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+		if v, err := blockGet(runs.Bucket(k).Cursor(), key); v != nil || err != nil {
+			return v, err
 		}
 	}
-	return blockGet(tx.Bucket(bucketDeposits).Cursor(), key)
+	return nil, nil
 }
 
-// mergeEvery is how many deposits a transaction of a build's merge puts:
-// what it changed stays in memory until it commits.
-const mergeEvery = spanEvents
+// hasRuns reports whether the file holds runs not yet merged.
+func hasRuns(tx *bolt.Tx) bool { return tx.Bucket(bucketDepositRuns) != nil }
 
-// mergeDepositRuns merges the runs into the deposits table in key order (of
-// a key in several runs, the newest run's value) and deletes them, in
-// transactions of every deposits; a file without runs is left as it is.
-// Each transaction resumes after the last key the previous one put.
-func mergeDepositRuns(db *bolt.DB, every int) error {
-	var after []byte
-	// One transaction's merged entries and blocks, kept for the next
-	// (bbolt holds them until the commit): see txSpan.recycle.
-	buf := &mergeBuffer{kvs: make([]keyValue, 0, min(every, 1<<16)), mem: arena{block: 1 << 20}}
-	for {
+// RunsLeft reports whether the file still holds deposits a build wrote as
+// runs, which the follow loop merges into their table when it has nothing
+// to apply (see runs.go). The file reads the same either way.
+func (s *Store) RunsLeft() bool { return s.runsLeft.Load() }
+
+// mergeEvery is how many deposits a transaction of the merge puts: the
+// follow loop applies nothing meanwhile (about 5 ms at 4,096 on this
+// machine), and what the transaction changed stays in memory until it
+// commits.
+const mergeEvery = 4096
+
+// mergeRunsStep merges up to every of the runs' deposits past after (from
+// the first when nil) into the deposits table, in key order (of a key in
+// several runs, the newest run's value; of a key the table holds, the
+// table's), and deletes the runs once none is left. It returns the last key
+// it put, and whether the runs are gone. A file without runs is left as it
+// is. Merging again what was merged already changes nothing (the table's
+// value stays), so a merge cut short starts again from the first key.
+func mergeRunsStep(tx *bolt.Tx, after []byte, every int, buf *mergeBuffer) ([]byte, bool, error) {
+	runs := tx.Bucket(bucketDepositRuns)
+	if runs == nil {
+		return nil, true, nil
+	}
+	after, done, err := mergeSome(tx, runs, after, every, buf)
+	if err == nil && done {
+		err = tx.DeleteBucket(bucketDepositRuns)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("projections: merge the deposits: %w", err)
+	}
+	return after, done, nil
+}
+
+// runsMerger returns the follow loop's idle work (pipeline.idle): a step
+// of the merge of the runs a build left in the file, in a transaction of
+// its own, reporting more while runs remain. It does nothing once they are
+// gone. A loop that starts again (after an error, or a swap by Rebuild)
+// merges from the first key again.
+func (s *Store) runsMerger() func() (more bool, err error) {
+	var (
+		db    *bolt.DB
+		after []byte
+		buf   = &mergeBuffer{mem: arena{block: 1 << 20}}
+	)
+	return func() (bool, error) {
+		if !s.runsLeft.Load() {
+			return false, nil
+		}
 		done := false
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		if db != s.db {
+			db, after = s.db, nil
+		}
 		err := db.Update(func(tx *bolt.Tx) error {
-			runs := tx.Bucket(bucketDepositRuns)
-			if runs == nil {
-				done = true
-				return nil
-			}
 			var err error
-			after, done, err = mergeSome(tx, runs, after, every, buf)
-			if err == nil && done {
-				err = tx.DeleteBucket(bucketDepositRuns)
-			}
+			after, done, err = mergeRunsStep(tx, after, mergeEvery, buf)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("projections: merge the deposits: %w", err)
+			return false, err
 		}
 		if done {
-			return nil
+			s.runsLeft.Store(false)
 		}
+		return !done, nil
 	}
 }
 
@@ -158,7 +202,7 @@ func mergeSome(tx *bolt.Tx, runs *bolt.Bucket, after []byte, every int, buf *mer
 	}
 	table := tx.Bucket(bucketDeposits)
 	table.FillPercent = 1
-	if err := putInBlocks(table, kvs, depositBlock, &buf.mem); err != nil {
+	if err := putInBlocks(table, kvs, depositBlock, &buf.mem, true); err != nil {
 		return nil, false, err
 	}
 	return bytes.Clone(kvs[len(kvs)-1].k), len(h) == 0, nil

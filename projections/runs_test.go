@@ -5,34 +5,37 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
 
-// A file build writes each span's deposits as a run and merges the runs
-// into the deposits table at the end, into the file a live projector makes.
-// The ledger holds deposits as ledgers written before the deposit book did
-// (a credit, then its announcement, read back in the next span when they
-// fall in two) and as the service records them now, with traces in no
-// order of the ledger's; spans of 9 events and a
-// merge of 5 deposits a transaction put a trace in two runs and resume the
-// merge a dozen times.
-func TestABuildsDepositRunsMergeIntoTheTable(t *testing.T) {
-	ctx := context.Background()
-	l := filledLedger(t, append(depositEvents(t, 30, 4, true, numberedTrace), depositEvents(t, 30, 3, false, scatteredTrace)...))
+// buildInSpans builds the file at path from l as catchUpFile does, in
+// transactions of every events and batches of 3, and returns it open.
+func buildInSpans(t *testing.T, l *eventlog.Ledger, path string, every int) *Store {
+	t.Helper()
 	total := lastSeq(t, l)
-	dir := t.TempDir()
-	s, err := openRebuild(filepath.Join(dir, "built.db"))
+	s, err := openRebuild(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	stop := func(last uint64) bool { return last >= total }
-	span := s.newTxSpan(7)
-	if err := followInto(ctx, l, s.startPipelineEnding(span.apply, span.end, span.flush, nil, rebuildDepth), 3, stop); err != nil {
+	span := s.newTxSpan(every)
+	if err := followInto(context.Background(), l, s.startPipelineEnding(span.apply, span.end, span.flush, nil, rebuildDepth), 3, stop); err != nil {
+		s.Close()
 		t.Fatal(err)
 	}
-	var tabled, runs int
+	return s
+}
+
+// depositsWhere returns how many deposits the table holds and how many
+// runs the file has.
+func depositsWhere(t *testing.T, s *Store) (tabled, runs int) {
+	t.Helper()
 	if err := s.view(func(tx *bolt.Tx) error {
 		tabled = tx.Bucket(bucketDeposits).Stats().KeyN
 		if b := tx.Bucket(bucketDepositRuns); b != nil {
@@ -42,17 +45,137 @@ func TestABuildsDepositRunsMergeIntoTheTable(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if tabled != 0 || runs < int(total)/9 {
-		t.Fatalf("before the merge: %d deposits in the table, %d runs; want none and a run a span", tabled, runs)
+	return tabled, runs
+}
+
+// A file build writes each span's deposits as a run and leaves them: the
+// file reads as one a live projector makes, and merging the runs into the
+// deposits table, a step at a time, changes nothing it reads. The ledger
+// holds deposits as ledgers written before the deposit book did (a credit,
+// then its announcement, read back in the next span when they fall in two)
+// and as the service records them now, with traces in no order of the
+// ledger's; spans of 9 events and a merge of 5 deposits a transaction put
+// a trace in two runs and take a dozen steps, and a merge cut short and
+// started again from the first key ends the same.
+func TestABuildsDepositRunsMergeIntoTheTable(t *testing.T) {
+	l := filledLedger(t, append(depositEvents(t, 30, 4, true, numberedTrace), depositEvents(t, 30, 3, false, scatteredTrace)...))
+	total := lastSeq(t, l)
+	s := buildInSpans(t, l, filepath.Join(t.TempDir(), "built.db"), 7)
+	defer s.Close()
+	if tabled, runs := depositsWhere(t, s); tabled != 0 || runs < int(total)/9 {
+		t.Fatalf("after the build: %d deposits in the table, %d runs; want none and a run a span", tabled, runs)
 	}
-	if err := mergeDepositRuns(s.db, 5); err != nil {
+	want := appliedDump(t, l)
+	if got := mustDump(t, s); len(got["deposits"]) != 60 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("built file (%d deposits) differs from one applied a transaction a batch:\n%v\nwant\n%v", len(got["deposits"]), got["deposits"], want["deposits"])
+	}
+	merge := func(steps int) (int, bool) {
+		var after []byte
+		buf := &mergeBuffer{mem: arena{block: 1 << 10}}
+		for n := 1; n <= steps; n++ {
+			done := false
+			if err := s.db.Update(func(tx *bolt.Tx) error {
+				var err error
+				after, done, err = mergeRunsStep(tx, after, 5, buf)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if done {
+				return n, true
+			}
+		}
+		return steps, false
+	}
+	merge(3)
+	if tabled, runs := depositsWhere(t, s); tabled == 0 || runs == 0 {
+		t.Fatalf("three steps in: %d deposits in the table, %d runs; want some of each", tabled, runs)
+	}
+	if got := mustDump(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("a file part merged differs from one applied a transaction a batch:\n%v\nwant\n%v", got["deposits"], want["deposits"])
+	}
+	steps, done := merge(100)
+	if !done || steps < 12 {
+		t.Fatalf("the merge started again took %d steps (done: %v), want at least 12 of 5 deposits", steps, done)
+	}
+	got := mustDump(t, s)
+	if tabled, runs := depositsWhere(t, s); tabled == 0 || runs != 0 {
+		t.Fatalf("after the merge: %d deposit blocks in the table, %d runs", tabled, runs)
+	}
+	if _, ok := got[string(bucketDepositRuns)]; ok || len(got["deposits"]) != 60 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("merged file (%d deposits) differs from one applied a transaction a batch:\n%v\nwant\n%v", len(got["deposits"]), got["deposits"], want["deposits"])
+	}
+}
+
+// A built file serves with its runs: a credit the runs hold is announced by
+// the follow loop into the table, and the loop, with nothing to apply,
+// merges the runs, keeping the table's newer record of that deposit.
+func TestTheFollowLoopMergesTheRunsUnderTheTablesNewerRecords(t *testing.T) {
+	ctx := context.Background()
+	// Ledgers written before the deposit book: a credit, then its
+	// announcement. The last ten deposits' announcements come after
+	// the build.
+	pairs := depositEvents(t, 40, 4, true, numberedTrace)
+	var first, later []domain.Event
+	for i, ev := range pairs {
+		if i >= 60 && i%2 == 1 {
+			later = append(later, ev)
+		} else {
+			first = append(first, ev)
+		}
+	}
+	l := filledLedger(t, first)
+	path := filepath.Join(t.TempDir(), "built.db")
+	built := buildInSpans(t, l, path, 7)
+	if err := built.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, want := mustDump(t, s), appliedDump(t, l)
-	if _, ok := got[string(bucketDepositRuns)]; ok {
-		t.Fatal("the runs are still in the file after the merge")
+	if _, err := l.Fill(ctx, later); err != nil {
+		t.Fatal(err)
 	}
-	if len(got["deposits"]) != 60 || !reflect.DeepEqual(got, want) {
-		t.Fatalf("built file (%d deposits) differs from one applied a transaction a batch:\n%v\nwant\n%v", len(got["deposits"]), got["deposits"], want["deposits"])
+	total := lastSeq(t, l)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.runsLeft.Load() {
+		t.Fatal("the built file opened without its runs noted")
+	}
+	// Applied without the merger first: the announcements go into the
+	// table, the credits they announce are in the runs.
+	if err := followInto(ctx, l, s.startPipeline(nil, nil), 100, func(last uint64) bool { return last >= total }); err != nil {
+		t.Fatal(err)
+	}
+	late := later[len(later)-1].Payload.(*domain.DepositReceived)
+	partner := later[len(later)-1].PartnerID
+	if tabled, runs := depositsWhere(t, s); tabled == 0 || runs == 0 {
+		t.Fatalf("after the announcements: %d deposit blocks in the table, %d runs; want both", tabled, runs)
+	}
+	want := appliedDump(t, l)
+	if got := mustDump(t, s); !reflect.DeepEqual(got["deposits"], want["deposits"]) {
+		t.Fatalf("deposits before the merge:\n%v\nwant\n%v", got["deposits"], want["deposits"])
+	}
+
+	p := NewProjector(s, l, zerolog.Nop())
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); p.Run(runCtx) }()
+	defer func() { cancel(); <-stopped }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.runsLeft.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-stopped
+	if tabled, runs := depositsWhere(t, s); runs != 0 || tabled == 0 {
+		t.Fatalf("the follow loop left %d runs (%d deposit blocks in the table)", runs, tabled)
+	}
+	if got := mustDump(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("deposits after the merge:\n%v\nwant\n%v", got["deposits"], want["deposits"])
+	}
+	d, err := s.Deposit(partner, late.Trace)
+	if err != nil || !d.Credited || !d.Announced {
+		t.Fatalf("the last deposit after the merge: %+v, %v; want credited and announced", d, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -42,7 +43,10 @@ var (
 //	7: the feed's types in blocks of sequences (typeBlock)
 //	8: the public events by id in blocks of ids (eventBlock)
 //	9: the deposits by trace in blocks (depositBlock), and every block's
-//	   entries with their value's length (blocks.go)
+//	   entries with their value's length (blocks.go); since session 25 a
+//	   rebuilt file may serve with some of them still in runs (runs.go),
+//	   which a build before could not leave: a binary from before that
+//	   would read such a file's deposits as missing
 const Schema = 9
 
 // Store is the open bbolt file plus what the projector has applied to it.
@@ -61,6 +65,9 @@ type Store struct {
 	// mu guards db against a swap by Rebuild; readers hold it shared.
 	mu sync.RWMutex
 	db *bolt.DB
+	// runsLeft: the file holds deposit runs a build left, not yet merged
+	// (see runs.go and runsMerger).
+	runsLeft atomic.Bool
 
 	// progressMu guards applied and changed. changed is closed and
 	// replaced every time a batch commits, waking everyone waiting for
@@ -127,6 +134,7 @@ func open(path string, opts *bolt.Options) (*Store, error) {
 	s := &Store{path: path, opts: opts, db: db, changed: make(chan struct{})}
 	if err := db.View(func(tx *bolt.Tx) error {
 		s.applied = readApplied(tx)
+		s.runsLeft.Store(hasRuns(tx))
 		return nil
 	}); err != nil {
 		db.Close()
@@ -446,14 +454,14 @@ func (t *txSpan) synced(err error) {
 // the commit splits it, and each chunk's keys would be inserted among the
 // previous chunks' (the feed's buckets of the partners, named by random
 // ids, each made when its partner's first event comes), moving them.
-func (t *txSpan) flush() error {
+func (t *txSpan) flush() (more bool, err error) {
 	if t.tx == nil || t.first == 0 {
-		return nil
+		return false, nil
 	}
 	if err := t.indexes.writeAppended(t.tx); err != nil {
-		return errors.Join(fmt.Errorf("projections: indexes up to %d: %w", t.last, err), t.end(false))
+		return false, errors.Join(fmt.Errorf("projections: indexes up to %d: %w", t.last, err), t.end(false))
 	}
-	return nil
+	return false, nil
 }
 
 // applyBatch applies records past the checkpoint and moves the checkpoint.
@@ -690,20 +698,41 @@ func page[T any](c *bolt.Cursor, prefix, after []byte, limit int, load func(v []
 
 // Dump returns every bucket's contents, for comparing two files (and
 // searching them): a nested bucket's entries under "<its name>/<key>" in
-// the map of the top-level bucket holding it.
+// the map of the top-level bucket holding it. The deposits are dumped as
+// they read (depositGet), whether or not runs hold some of them.
 func (s *Store) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			switch {
+			case bytes.Equal(name, bucketDepositRuns):
+				return nil // in the deposits' map
+			case bytes.Equal(name, bucketDeposits):
+				return dumpDeposits(tx, out)
+			}
 			m := map[string]string{}
 			out[string(name)] = m
-			if bytes.Equal(name, bucketPublicEvents) || bytes.Equal(name, bucketDeposits) {
+			if bytes.Equal(name, bucketPublicEvents) {
 				return dumpBlocks(b, "", m)
 			}
 			return dumpBucket(b, "", m)
 		})
 	})
 	return out, err
+}
+
+// dumpDeposits dumps the deposits as they read: the runs' from the oldest
+// to the newest, then the table's, each replacing the value of a key an
+// older one dumped.
+func dumpDeposits(tx *bolt.Tx, out map[string]map[string]string) error {
+	m := map[string]string{}
+	out[string(bucketDeposits)] = m
+	if runs := tx.Bucket(bucketDepositRuns); runs != nil {
+		if err := runs.ForEachBucket(func(k []byte) error { return dumpBlocks(runs.Bucket(k), "", m) }); err != nil {
+			return err
+		}
+	}
+	return dumpBlocks(tx.Bucket(bucketDeposits), "", m)
 }
 
 func dumpBucket(b *bolt.Bucket, prefix string, into map[string]string) error {
@@ -755,7 +784,11 @@ func (s *Store) swap(newPath string) error {
 	}
 	s.db, db.NoSync = db, s.unsynced
 	var applied uint64
-	_ = db.View(func(tx *bolt.Tx) error { applied = readApplied(tx); return nil })
+	_ = db.View(func(tx *bolt.Tx) error {
+		applied = readApplied(tx)
+		s.runsLeft.Store(hasRuns(tx))
+		return nil
+	})
 	s.progressMu.Lock()
 	s.applied = applied
 	close(s.changed)

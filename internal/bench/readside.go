@@ -76,6 +76,10 @@ type ReadSize struct {
 	ReplayRate    float64 `json:"replay_events_per_second"`
 	RawStreamRate float64 `json:"raw_stream_read_per_second"`
 	ReplayRatio   float64 `json:"replay_ratio"`
+	// ReplayMergeSeconds is how long the service, serving from the
+	// rebuilt file, then took to merge the deposits the rebuild left as
+	// runs (projections.Store.RunsLeft), applying nothing else.
+	ReplayMergeSeconds float64 `json:"replay_merge_seconds"`
 
 	// HWM is the bench process's peak resident memory (VmHWM, MiB) from
 	// the projector's catch-up at this size to the end of its in-process

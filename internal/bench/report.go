@@ -77,7 +77,7 @@ func (rr *ReadReport) write(w io.Writer) error {
 		return f("%.1f / %.1f ms at %.0f/s (p99 %.1f× limit's; %d events, %d errors, %d skipped)", d.Paced.P50, d.Paced.P99, d.PacedTarget, d.PacedP99Ratio, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	})
 	row("replay vs raw ordered read", func(s ReadSize) string {
-		return f("%.0f vs %.0f events/s = %.2f× (%d events)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents)
+		return f("%.0f vs %.0f events/s = %.2f× (%d events; its deposit runs merged %.2f s after, serving)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents, s.ReplayMergeSeconds)
 	})
 	row("VmHWM of the bench's process (service, fill, catch-up, clients, receiver)", func(s ReadSize) string { return f("%.0f MiB", s.HWM) })
 	row("serve in its own process: VmRSS / VmHWM", func(s ReadSize) string {

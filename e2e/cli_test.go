@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -288,6 +289,12 @@ func TestReplayOfflineAndOnline(t *testing.T) {
 		c.Do(http.MethodPost, importPath, `{"churches":[{"name":"R`+strings.Repeat("x", i)+`"}]}`, nil).JSON(t, &imp)
 		ids = append(ids, imp.Results[0].Church.ID)
 	}
+	// Deposits, which a rebuild writes as runs (projections/runs.go).
+	for i := range 3 {
+		if r := c.Do(http.MethodPost, "/sandbox/simulate/deposit", fmt.Sprintf(`{"church_id":"%s","account_ref":"acct_1","amount":%d.25}`, ids[i], 10+i), nil); r.Status != 200 {
+			t.Fatalf("deposit: %d %s", r.Status, r.Body)
+		}
+	}
 	path := stack.ProjectionsPath(eventlog.Config{Env: domain.Sandbox, DataDir: dir})
 	before, err := os.Stat(path)
 	if err != nil {
@@ -365,6 +372,15 @@ func TestReplayOfflineAndOnline(t *testing.T) {
 	}
 	if got := dumpFile(t, path); !reflect.DeepEqual(got, live) {
 		t.Fatal("the offline replay changed the read models")
+	}
+	// and merged the deposits it wrote in runs before it exited.
+	s, err := projections.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.RunsLeft() {
+		t.Fatal("the offline replay left its deposit runs for the next start")
 	}
 }
 

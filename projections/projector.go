@@ -96,9 +96,20 @@ func (p *Projector) follow(ctx context.Context) error {
 	if err := p.catchUpInSpans(ctx); err != nil {
 		return err
 	}
+	// With nothing to apply, the loop merges the deposit runs a rebuild
+	// left (see runs.go). A merge that fails leaves them, read as they are,
+	// and does not stop the loop: the events still get applied.
+	merge := p.store.runsMerger()
+	idle := func() (bool, error) {
+		more, err := merge()
+		if err != nil {
+			p.log.Error().Err(err).Msg("merging the deposit runs a rebuild left failed; they stay, and deposits are read from them")
+		}
+		return more, nil
+	}
 	pl := p.store.startPipelineEnding(func(recs []eventlog.Record, evs []domain.Event) error {
 		return p.apply(ctx, recs, evs)
-	}, nil, p.store.runsMerger(), nil, pipelineDepth)
+	}, nil, idle, nil, pipelineDepth)
 	return followInto(ctx, p.ledger, pl, maxBatch, nil)
 }
 

@@ -117,19 +117,22 @@ func mergeRunsStep(tx *bolt.Tx, after []byte, every int, buf *mergeBuffer) ([]by
 	return after, done, nil
 }
 
-// runsMerger returns the follow loop's idle work (pipeline.idle): a step
-// of the merge of the runs a build left in the file, in a transaction of
-// its own, reporting more while runs remain. It does nothing once they are
-// gone. A loop that starts again (after an error, or a swap by Rebuild)
-// merges from the first key again.
+// runsMerger returns a merge of the runs a build left in the file, a step
+// at a time, each in a transaction of its own: each call reports whether
+// runs remain. It does nothing once they are gone, nor after a step
+// failed (it returns that error once): the runs then stay, and deposits are
+// read from them as before. A merger made afresh (the follow loop's, when
+// it starts again after an error or a swap by Rebuild) merges from the
+// first key again.
 func (s *Store) runsMerger() func() (more bool, err error) {
 	var (
-		db    *bolt.DB
-		after []byte
-		buf   = &mergeBuffer{mem: arena{block: 1 << 20}}
+		db     *bolt.DB
+		after  []byte
+		buf    = &mergeBuffer{mem: arena{block: 1 << 20}}
+		failed bool
 	)
 	return func() (bool, error) {
-		if !s.runsLeft.Load() {
+		if failed || !s.runsLeft.Load() {
 			return false, nil
 		}
 		done := false
@@ -144,12 +147,25 @@ func (s *Store) runsMerger() func() (more bool, err error) {
 			return err
 		})
 		if err != nil {
+			failed = true
 			return false, err
 		}
 		if done {
 			s.runsLeft.Store(false)
 		}
 		return !done, nil
+	}
+}
+
+// MergeRuns merges the runs a build left in the file into the deposits
+// table, all of them (giving replay, rebuilding a stopped instance's file,
+// leaves none for the next start).
+func (s *Store) MergeRuns() error {
+	merge := s.runsMerger()
+	for {
+		if more, err := merge(); err != nil || !more {
+			return err
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"encoding/binary"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -156,6 +157,10 @@ func TestTheFollowLoopMergesTheRunsUnderTheTablesNewerRecords(t *testing.T) {
 	if got := mustDump(t, s); !reflect.DeepEqual(got["deposits"], want["deposits"]) {
 		t.Fatalf("deposits before the merge:\n%v\nwant\n%v", got["deposits"], want["deposits"])
 	}
+	// The table's record is the newer: announced; the run's is not.
+	if d, err := s.Deposit(partner, late.Trace); err != nil || !d.Credited || !d.Announced {
+		t.Fatalf("the last deposit before the merge: %+v, %v; want credited and announced", d, err)
+	}
 
 	p := NewProjector(s, l, zerolog.Nop())
 	runCtx, cancel := context.WithCancel(ctx)
@@ -177,5 +182,45 @@ func TestTheFollowLoopMergesTheRunsUnderTheTablesNewerRecords(t *testing.T) {
 	d, err := s.Deposit(partner, late.Trace)
 	if err != nil || !d.Credited || !d.Announced {
 		t.Fatalf("the last deposit after the merge: %+v, %v; want credited and announced", d, err)
+	}
+}
+
+// A merge that fails (a run's block holds bytes that are not entries) does
+// not stop the follow loop: it goes on applying, and the runs stay.
+func TestAMergeThatFailsLeavesTheRunsAndTheLoopApplying(t *testing.T) {
+	ctx := context.Background()
+	l := filledLedger(t, depositEvents(t, 20, 2, false, numberedTrace))
+	path := filepath.Join(t.TempDir(), "built.db")
+	built := buildInSpans(t, l, path, 7)
+	if err := built.db.Update(func(tx *bolt.Tx) error {
+		run := tx.Bucket(bucketDepositRuns).Bucket(binary.BigEndian.AppendUint64(nil, 1))
+		k, _ := run.Cursor().First()
+		return run.Put(k, []byte{0xff, 0xff})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := built.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Fill(ctx, depositEvents(t, 3, 1, false, scatteredTrace)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := NewProjector(s, l, zerolog.Nop())
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); p.Run(runCtx) }()
+	defer func() { cancel(); <-stopped }()
+	wait, cancelWait := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelWait()
+	if err := s.WaitFor(wait, lastSeq(t, l)); err != nil {
+		t.Fatalf("the loop stopped applying: %v", err)
+	}
+	if _, runs := depositsWhere(t, s); runs == 0 || !s.RunsLeft() {
+		t.Fatalf("%d runs left (RunsLeft %v) after a merge that cannot read one", runs, s.RunsLeft())
 	}
 }

@@ -52,6 +52,11 @@ func replayOffline(ctx context.Context, l *eventlog.Ledger, lf *ledgerFlags, std
 		return err
 	}
 	bar.finish()
+	// Nothing serves from the file until the instance starts: merge the
+	// deposits the rebuild wrote in runs now rather than at the start.
+	if err := store.MergeRuns(); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "rebuilt %s up to sequence %d\n", store.Path(), store.Applied())
 	return nil
 }

@@ -521,6 +521,10 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 	return m, skipped, nil
 }
 
+// mergeWait bounds the wait for the service to merge the deposit runs a
+// rebuild left (a million deposits: about a second).
+const mergeWait = 2 * time.Minute
+
 // replay reads the whole stream raw, then rebuilds the service's
 // projections as giving replay does. The raw read comes first, on the
 // service as the paced appends left it: after a rebuild the old
@@ -569,6 +573,9 @@ func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) e
 	// merged, as it would be by then.
 	start = time.Now()
 	for svc.st.Store.RunsLeft() {
+		if time.Since(start) > mergeWait {
+			return fmt.Errorf("replay: the deposit runs were not merged %s after the rebuild", mergeWait)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

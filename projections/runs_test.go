@@ -13,6 +13,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
 // buildInSpans builds the file at path from l as catchUpFile does, in
@@ -167,10 +168,7 @@ func TestTheFollowLoopMergesTheRunsUnderTheTablesNewerRecords(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); p.Run(runCtx) }()
 	defer func() { cancel(); <-stopped }()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.runsLeft.Load() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventlogtest.WaitFor(t, 10*time.Second, "the follow loop to merge the runs", func() bool { return !s.RunsLeft() })
 	cancel()
 	<-stopped
 	if tabled, runs := depositsWhere(t, s); runs != 0 || tabled == 0 {

@@ -94,15 +94,17 @@ type Store struct {
 // Close writes the list once, so that the next Open reads it; after a
 // crash, Open rebuilds it by walking the file's pages.
 func Open(path string) (*Store, error) {
+	opts := &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true}
 	boot := currentBoot()
 	if boot == "" {
-		return open(path, &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true})
+		return open(path, opts)
 	}
 	discarded, err := discardLostWrites(path, boot)
 	if err != nil {
 		return nil, err
 	}
-	s, err := open(path, &bolt.Options{Timeout: 2 * time.Second, NoGrowSync: true, NoFreelistSync: true})
+	opts.NoGrowSync = true
+	s, err := open(path, opts)
 	if err != nil {
 		return nil, err
 	}

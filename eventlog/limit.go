@@ -1,13 +1,16 @@
 package eventlog
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -121,4 +124,169 @@ func (l *Ledger) SyncedWrites(ctx context.Context) (uint64, error) {
 // String shows the limit as the bench prints it.
 func (r RawLimit) String() string {
 	return fmt.Sprintf("%.0f msg/s, p50 %s, p99 %s (%d publishers, %d B)", r.Rate(), r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Publishers, r.Size)
+}
+
+// RawPaced is what a bare reader of raw synced appends achieved: appends at
+// a steady pace, and the time from each append's acknowledgement to its
+// arrival at a durable consumer that acknowledges every message, as the
+// webhook fan-out's does.
+type RawPaced struct {
+	Target   float64 // appends a second asked for
+	Messages int     // appends acknowledged
+	Skipped  int     // appends due while every slot was taken
+	Lost     int     // acknowledged appends the reader had not received in time
+	Elapsed  time.Duration
+	P50, P99 time.Duration
+}
+
+// Rate is acknowledged appends per second.
+func (r RawPaced) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
+
+// String shows the measure as the bench prints it.
+func (r RawPaced) String() string {
+	return fmt.Sprintf("append → read p50 %s, p99 %s at %.0f/s (%d appends, %d skipped, %d lost)", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Rate(), r.Messages, r.Skipped, r.Lost)
+}
+
+// rawPacedSlots bounds the appends under way at once, as the bench's paced
+// appends to the service do.
+const rawPacedSlots = 256
+
+// MeasureRawPaced starts an embedded server exactly as the ledger does in a
+// fresh directory under dir, appends size-byte messages at rate a second
+// for d (an open loop: each append is due at its own time from the start,
+// on its own goroutine, at most rawPacedSlots under way; one due while all
+// are taken is skipped), and times each from its acknowledgement to its
+// arrival at a durable pull consumer that acknowledges every message. It is
+// the raw counterpart of the webhook dispatch's paced latency: what the
+// server's own store and consumer allow at that pace, with nothing of the
+// service around them. The directory is removed afterwards.
+func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d time.Duration) (RawPaced, error) {
+	tmp, err := os.MkdirTemp(dir, "rawpaced-")
+	if err != nil {
+		return RawPaced{}, err
+	}
+	defer os.RemoveAll(tmp)
+	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: tmp})
+	if err != nil {
+		return RawPaced{}, err
+	}
+	defer l.Close()
+	stream, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "RAWPACED", Subjects: []string{"rawpaced.>"}, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return RawPaced{}, natsErr("raw paced stream", err)
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "reader", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return RawPaced{}, natsErr("raw paced consumer", err)
+	}
+	n := max(int(rate*d.Seconds()), 1)
+	acked := make([]time.Time, n)
+	read := make([]time.Time, n)
+	var got atomic.Int64
+	it, err := cons.Messages(jetstream.PullMaxMessages(rawPacedSlots))
+	if err != nil {
+		return RawPaced{}, natsErr("raw paced consume", err)
+	}
+	reading := make(chan struct{})
+	go func() {
+		defer close(reading)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			at := time.Now()
+			if i, ok := rawPacedIndex(m.Data()); ok && i < n && read[i].IsZero() {
+				read[i] = at
+				got.Add(1)
+			}
+			_ = m.Ack()
+		}
+	}()
+	defer func() { it.Stop(); <-reading }()
+
+	payload := make([]byte, max(size, 8))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		skipped  int
+	)
+	slots := make(chan struct{}, rawPacedSlots)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			skipped++
+			continue
+		}
+		msg := nats.NewMsg("rawpaced." + strconv.Itoa(i%rawPacedSlots))
+		msg.Data = slices.Clone(payload)
+		binary.BigEndian.PutUint64(msg.Data, uint64(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			acked[i] = time.Now()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return RawPaced{}, natsErr("raw paced publish", firstErr)
+	}
+	var sent int64
+	for _, at := range acked {
+		if !at.IsZero() {
+			sent++
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for got.Load() < sent && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	it.Stop()
+	<-reading
+	r := RawPaced{Target: rate, Messages: int(sent), Skipped: skipped, Elapsed: elapsed}
+	lats := make([]time.Duration, 0, sent)
+	for i, at := range acked {
+		switch {
+		case at.IsZero():
+		case read[i].IsZero():
+			r.Lost++
+		default:
+			lats = append(lats, read[i].Sub(at))
+		}
+	}
+	slices.Sort(lats)
+	if len(lats) > 0 {
+		r.P50, r.P99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	}
+	return r, nil
+}
+
+// rawPacedIndex reads the append's number from the first bytes of its data.
+func rawPacedIndex(data []byte) (int, bool) {
+	if len(data) < 8 {
+		return 0, false
+	}
+	return int(binary.BigEndian.Uint64(data)), true
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/cpuprofile"
 )
 
@@ -51,6 +52,13 @@ type Dispatch struct {
 	Paced         Measure `json:"paced"`
 	PacedSkipped  int     `json:"paced_skipped"`
 	PacedP99Ratio float64 `json:"paced_p99_ratio"`
+	// RawPaced is the raw counterpart of Paced, measured right after it at
+	// the same pace (eventlog.MeasureRawPaced): synced appends to a fresh
+	// embedded server, each timed from its acknowledgement to its arrival
+	// at a bare durable consumer that acknowledges it. Its Errors are the
+	// appends not read within 30 s. PacedOverRaw is Paced's p99 over its.
+	RawPaced     Measure `json:"raw_paced"`
+	PacedOverRaw float64 `json:"paced_p99_over_raw_paced_p99"`
 }
 
 // DispatchRound is one burst and the bare loop after it, with a service
@@ -198,6 +206,15 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return err
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
+	raw, err := eventlog.MeasureRawPaced(ctx, rs.dir, d.PacedTarget, o.Size, o.Duration)
+	if err != nil {
+		return fmt.Errorf("raw paced: %w", err)
+	}
+	d.RawPaced = Measure{Requests: raw.Messages, Errors: raw.Lost, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}
+	if d.RawPaced.P99 > 0 {
+		d.PacedOverRaw = d.Paced.P99 / d.RawPaced.P99
+	}
+	rs.r.progress("    raw: %s; the service's p99 %.1f× that", raw, d.PacedOverRaw)
 	return rs.replay(ctx, svc, size)
 }
 

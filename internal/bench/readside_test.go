@@ -56,7 +56,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 		if s.Events != want || s.WalkEvents != want/10 || s.Messages < uint64(want) {
 			t.Errorf("size %d: %d public events (%d messages), walked %d; want %d, a tenth walked", i, s.Events, s.Messages, s.WalkEvents, want)
 		}
-		if s.Page.Errors != 0 || s.Dispatch.Paced.Errors != 0 {
+		if s.Page.Errors != 0 || s.Dispatch.Paced.Errors != 0 || s.Dispatch.RawPaced.Errors != 0 {
 			t.Errorf("size %d: %d page errors (%s), %d paced errors (%s)\n%s", i, s.Page.Errors, s.Page.FirstError, s.Dispatch.Paced.Errors, s.Dispatch.Paced.FirstError, progress.String())
 		}
 		for name, v := range map[string]float64{
@@ -67,6 +67,8 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"burst CPU a delivery": s.Dispatch.BurstCPU, "bare CPU a POST": s.Dispatch.BareCPU,
 			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
+			"raw paced appends": float64(s.Dispatch.RawPaced.Requests), "raw paced rate": s.Dispatch.RawPaced.Rate,
+			"raw paced p50": s.Dispatch.RawPaced.P50, "raw paced p99": s.Dispatch.RawPaced.P99, "paced p99 over raw": s.Dispatch.PacedOverRaw,
 			"replay events": float64(s.ReplayEvents), "replay rate": s.ReplayRate, "raw stream rate": s.RawStreamRate, "replay ratio": s.ReplayRatio,
 			"VmHWM": s.HWM, "serve start": s.ServeStartSeconds, "serve VmRSS": s.ServeRSS, "serve VmHWM": s.ServeHWM, "serve heap in use": s.ServeHeapInuse, "serve live heap": s.ServeLiveHeap,
 		} {
@@ -111,7 +113,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "median of 2 rounds", "append → delivered", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "median of 2 rounds", "append → delivered", "raw append → read at the same pace", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}

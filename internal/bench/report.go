@@ -76,6 +76,10 @@ func (rr *ReadReport) write(w io.Writer) error {
 		d := s.Dispatch
 		return f("%.1f / %.1f ms at %.0f/s (p99 %.1f× limit's; %d events, %d errors, %d skipped)", d.Paced.P50, d.Paced.P99, d.PacedTarget, d.PacedP99Ratio, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	})
+	row("raw append → read at the same pace, p50 / p99", func(s ReadSize) string {
+		d := s.Dispatch
+		return f("%.2f / %.2f ms (%d appends, %d not read; the service's p99 %.1f× this)", d.RawPaced.P50, d.RawPaced.P99, d.RawPaced.Requests, d.RawPaced.Errors, d.PacedOverRaw)
+	})
 	row("replay vs raw ordered read", func(s ReadSize) string {
 		return f("%.0f vs %.0f events/s = %.2f× (%d events; its deposit runs merged %.2f s after, serving)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents, s.ReplayMergeSeconds)
 	})

@@ -65,7 +65,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"walk rate": s.WalkRate, "raw rate": s.RawRate, "walk ratio": s.WalkRatio,
 			"burst rate": s.Dispatch.BurstRate, "bare rate": s.Dispatch.BareRate, "dispatch ratio": s.Dispatch.Ratio,
 			"burst CPU a delivery": s.Dispatch.BurstCPU, "bare CPU a POST": s.Dispatch.BareCPU,
-			"paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
+			"flow peak": s.Dispatch.FlowPeak, "paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
 			"raw paced appends": float64(s.Dispatch.RawPaced.Requests), "raw paced rate": s.Dispatch.RawPaced.Rate,
 			"raw paced p50": s.Dispatch.RawPaced.P50, "raw paced p99": s.Dispatch.RawPaced.P99, "paced p99 over raw": s.Dispatch.PacedOverRaw,
@@ -73,6 +73,11 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"VmHWM": s.HWM, "serve start": s.ServeStartSeconds, "serve VmRSS": s.ServeRSS, "serve VmHWM": s.ServeHWM, "serve heap in use": s.ServeHeapInuse, "serve live heap": s.ServeLiveHeap,
 		} {
 			positive(strings.Join([]string{"size", string(rune('0' + i)), name}, " "), v)
+		}
+		// Paced at half the measured peak: the least of the flow's, the
+		// burst's and the raw limit's.
+		if d := s.Dispatch; d.PacedTarget != max(min(d.FlowPeak, d.BurstRate, r.Limit.Before.Rate)/2, 1) {
+			t.Errorf("size %d: paced at %v/s; flow peak %v, burst %v, limit %v", i, d.PacedTarget, d.FlowPeak, d.BurstRate, r.Limit.Before.Rate)
 		}
 		// Each round measured its own burst and bare loop; the figures
 		// are their medians, which for two is their midpoint.
@@ -113,7 +118,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "median of 2 rounds", "append → delivered", "raw append → read at the same pace", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
+	for _, want := range []string{"projector catch-up", "page at a random cursor", "walk (limit 100) vs raw ordered read", "dispatch burst", "median of 2 rounds", "peak of appends flowing to deliveries", "append → delivered", "raw append → read at the same pace", "replay vs raw", "VmHWM of the bench's process", "serve in its own process: VmRSS / VmHWM", "page p99 growth"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}

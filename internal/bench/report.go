@@ -72,6 +72,7 @@ func (rr *ReadReport) write(w io.Writer) error {
 		}
 		return f("%.0f vs %.0f/s = %.3f× (median of %d rounds: %s; %d deliveries each, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, len(d.Rounds), strings.Join(ratios, ", "), d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
 	})
+	row("peak of appends flowing to deliveries", func(s ReadSize) string { return f("%.0f deliveries/s", s.Dispatch.FlowPeak) })
 	row("append → delivered, p50 / p99", func(s ReadSize) string {
 		d := s.Dispatch
 		return f("%.1f / %.1f ms at %.0f/s (p99 %.1f× limit's; %d events, %d errors, %d skipped)", d.Paced.P50, d.Paced.P99, d.PacedTarget, d.PacedP99Ratio, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)

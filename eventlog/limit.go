@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -134,6 +133,7 @@ type RawPaced struct {
 	Target   float64 // appends a second asked for
 	Messages int     // appends acknowledged
 	Skipped  int     // appends due while every slot was taken
+	Failed   int     // appends the server did not acknowledge
 	Lost     int     // acknowledged appends the reader had not received in time
 	Elapsed  time.Duration
 	P50, P99 time.Duration
@@ -144,7 +144,7 @@ func (r RawPaced) Rate() float64 { return float64(r.Messages) / r.Elapsed.Second
 
 // String shows the measure as the bench prints it.
 func (r RawPaced) String() string {
-	return fmt.Sprintf("append → read p50 %s, p99 %s at %.0f/s (%d appends, %d skipped, %d lost)", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Rate(), r.Messages, r.Skipped, r.Lost)
+	return fmt.Sprintf("append → read p50 %s, p99 %s at %.0f/s (%d appends, %d skipped, %d failed, %d lost)", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Rate(), r.Messages, r.Skipped, r.Failed, r.Lost)
 }
 
 // rawPacedSlots bounds the appends under way at once, as the bench's paced
@@ -159,8 +159,13 @@ const rawPacedSlots = 256
 // arrival at a durable pull consumer that acknowledges every message. It is
 // the raw counterpart of the webhook dispatch's paced latency: what the
 // server's own store and consumer allow at that pace, with nothing of the
-// service around them. The directory is removed afterwards.
+// service around them. An append the server does not acknowledge is
+// counted (Failed), as the bench counts the service's. The directory is
+// removed afterwards.
 func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d time.Duration) (RawPaced, error) {
+	if !(rate > 0) || d <= 0 {
+		return RawPaced{}, fmt.Errorf("raw paced: rate %v a second for %s: both must be positive", rate, d)
+	}
 	tmp, err := os.MkdirTemp(dir, "rawpaced-")
 	if err != nil {
 		return RawPaced{}, err
@@ -200,7 +205,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 				return
 			}
 			at := time.Now()
-			if i, ok := rawPacedIndex(m.Data()); ok && i < n && read[i].IsZero() {
+			if i, ok := rawPacedIndex(m.Data(), n); ok && read[i].IsZero() {
 				read[i] = at
 				got.Add(1)
 			}
@@ -211,10 +216,9 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 
 	payload := make([]byte, max(size, 8))
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		skipped  int
+		wg      sync.WaitGroup
+		failed  atomic.Int64
+		skipped int
 	)
 	slots := make(chan struct{}, rawPacedSlots)
 	interval := time.Duration(float64(time.Second) / rate)
@@ -240,9 +244,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 			defer wg.Done()
 			defer func() { <-slots }()
 			if _, err := l.js.PublishMsg(ctx, msg); err != nil {
-				mu.Lock()
-				firstErr = cmp.Or(firstErr, err)
-				mu.Unlock()
+				failed.Add(1)
 				return
 			}
 			acked[i] = time.Now()
@@ -250,8 +252,8 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		return RawPaced{}, natsErr("raw paced publish", firstErr)
+	if err := ctx.Err(); err != nil {
+		return RawPaced{}, err
 	}
 	var sent int64
 	for _, at := range acked {
@@ -265,7 +267,10 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 	}
 	it.Stop()
 	<-reading
-	r := RawPaced{Target: rate, Messages: int(sent), Skipped: skipped, Elapsed: elapsed}
+	if err := ctx.Err(); err != nil {
+		return RawPaced{}, err
+	}
+	r := RawPaced{Target: rate, Messages: int(sent), Skipped: skipped, Failed: int(failed.Load()), Elapsed: elapsed}
 	lats := make([]time.Duration, 0, sent)
 	for i, at := range acked {
 		switch {
@@ -283,10 +288,12 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 	return r, nil
 }
 
-// rawPacedIndex reads the append's number from the first bytes of its data.
-func rawPacedIndex(data []byte) (int, bool) {
+// rawPacedIndex reads the append's number, below n, from the first bytes
+// of its data.
+func rawPacedIndex(data []byte, n int) (int, bool) {
 	if len(data) < 8 {
 		return 0, false
 	}
-	return int(binary.BigEndian.Uint64(data)), true
+	i := binary.BigEndian.Uint64(data)
+	return int(i), i < uint64(n)
 }

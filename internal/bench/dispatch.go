@@ -41,13 +41,17 @@ type Dispatch struct {
 	// Rounds are the measured rounds, in order.
 	Rounds []DispatchRound `json:"rounds"`
 	// FlowPeak is the peak of events flowing from append to delivery:
-	// deliveries a second while 16 publishers append the webhook partner's
-	// events as fast as they are acknowledged, the service applying and
-	// delivering them at once (flowPeak). On a machine whose cores the
+	// events delivered a second (first receipts) while 16 publishers append
+	// the webhook partner's events as fast as they are acknowledged, the
+	// service applying and delivering them at once (flowPeak); where the
+	// appends outrun the deliveries, what the deliveries sustain, so a
+	// lower bound of the flow's peak; FlowAppends is the appends
+	// acknowledged a second over the same window. On a machine whose cores the
 	// appends, the projector, the dispatcher and the receiver share, it
 	// is below both the burst rate (delivering what is stored) and the
 	// raw synced limit (storing it alone).
-	FlowPeak float64 `json:"flow_peak_per_second"`
+	FlowPeak    float64 `json:"flow_peak_per_second"`
+	FlowAppends float64 `json:"flow_appends_per_second"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
 	// second: half the measured peak, the least of FlowPeak, the burst
 	// rate and the raw synced limit. (Until session 26 the target was half
@@ -64,9 +68,12 @@ type Dispatch struct {
 	// the same pace (eventlog.MeasureRawPaced): synced appends to a fresh
 	// embedded server, each timed from its acknowledgement to its arrival
 	// at a bare durable consumer that acknowledges it. Its Errors are the
-	// appends not read within 30 s. PacedOverRaw is Paced's p99 over its.
-	RawPaced     Measure `json:"raw_paced"`
-	PacedOverRaw float64 `json:"paced_p99_over_raw_paced_p99"`
+	// appends not acknowledged or not read within 30 s; RawPacedSkipped
+	// counts those skipped because 256 were under way. PacedOverRaw is
+	// Paced's p99 over its.
+	RawPaced        Measure `json:"raw_paced"`
+	RawPacedSkipped int     `json:"raw_paced_skipped"`
+	PacedOverRaw    float64 `json:"paced_p99_over_raw_paced_p99"`
 }
 
 // DispatchRound is one burst and the bare loop after it, with a service
@@ -209,11 +216,10 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 
 	rs.r.progress("  dispatch: the peak of appends flowing to deliveries, %d publishers for %s", flowPublishers, o.Duration/2)
 	var err error
-	var appendRate float64
-	if d.FlowPeak, appendRate, err = rs.flowPeak(ctx, svc, o.Duration/2); err != nil {
+	if d.FlowPeak, d.FlowAppends, err = rs.flowPeak(ctx, svc, o.Duration/2); err != nil {
 		return err
 	}
-	rs.r.progress("    %.0f deliveries/s (%.0f appends/s)", d.FlowPeak, appendRate)
+	rs.r.progress("    %.0f deliveries/s (%.0f appends/s)", d.FlowPeak, d.FlowAppends)
 	d.PacedTarget = max(min(d.FlowPeak, d.BurstRate, rs.r.Limit.Before.Rate)/2, 1)
 	rs.r.progress("  dispatch: paced appends at %.0f/s for %s", d.PacedTarget, o.Duration)
 	if d.Paced, d.PacedSkipped, err = rs.paced(ctx, svc, d.PacedTarget, o.Duration); err != nil {
@@ -224,7 +230,8 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 	if err != nil {
 		return fmt.Errorf("raw paced: %w", err)
 	}
-	d.RawPaced = Measure{Requests: raw.Messages, Errors: raw.Lost, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}
+	d.RawPaced = Measure{Requests: raw.Messages, Errors: raw.Failed + raw.Lost, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}
+	d.RawPacedSkipped = raw.Skipped
 	if d.RawPaced.P99 > 0 {
 		d.PacedOverRaw = d.Paced.P99 / d.RawPaced.P99
 	}
@@ -471,19 +478,23 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 }
 
 // flowPublishers is how many publishers flowPeak appends from, as many as
-// the raw limit's.
+// the raw limit's by default.
 const flowPublishers = 16
 
 // flowPeak measures the peak of events flowing from append to delivery:
 // flowPublishers goroutines append the webhook partner's deposit.received
 // events, each one at a time, synced, as fast as they are acknowledged,
 // for d, while the service applies and delivers them; the peak is the
-// deliveries the receiver answered over that window, a second (returned
+// events the receiver first received over that window, a second (returned
 // with the appends acknowledged over it, a second). The
 // appends left undelivered at its end are waited for (up to 30 s), so
 // that what follows starts with nothing queued.
 func (rs *readState) flowPeak(ctx context.Context, svc *service, d time.Duration) (float64, float64, error) {
-	events := make([]domain.Event, max(int(2*rs.r.Limit.Before.Rate*d.Seconds()), flowPublishers))
+	// Twice what the raw limit's publishers stored in d, scaled to this
+	// many publishers: synced appends do not outrun the raw limit, so the
+	// events last the window; ones that did not would fail the figure.
+	perPublisher := rs.r.Limit.Before.Rate / float64(max(rs.r.opts.Clients, 1))
+	events := make([]domain.Event, max(int(2*perPublisher*flowPublishers*d.Seconds()), flowPublishers))
 	for i := range events {
 		dep, err := rs.deposit(rs.hook, rs.hookChurch)
 		if err != nil {
@@ -518,6 +529,12 @@ func (rs *readState) flowPeak(ctx context.Context, svc *service, d time.Duration
 	delivered, acked := rs.hooks.count(), appended.Load()
 	elapsed := time.Since(start)
 	wg.Wait()
+	if next.Load() >= int64(len(events)) {
+		return 0, 0, fmt.Errorf("flow peak: the %d events made for it ran out within %s", len(events), d)
+	}
+	if delivered == 0 {
+		return 0, 0, fmt.Errorf("flow peak: nothing delivered in %s (%d appended)", d, acked)
+	}
 	if err := firstErr.Load(); err != nil {
 		return 0, 0, fmt.Errorf("flow peak: append: %w", *err)
 	}

@@ -57,7 +57,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			t.Errorf("size %d: %d public events (%d messages), walked %d; want %d, a tenth walked", i, s.Events, s.Messages, s.WalkEvents, want)
 		}
 		if s.Page.Errors != 0 || s.Dispatch.Paced.Errors != 0 || s.Dispatch.RawPaced.Errors != 0 {
-			t.Errorf("size %d: %d page errors (%s), %d paced errors (%s)\n%s", i, s.Page.Errors, s.Page.FirstError, s.Dispatch.Paced.Errors, s.Dispatch.Paced.FirstError, progress.String())
+			t.Errorf("size %d: %d page errors (%s), %d paced errors (%s), %d raw paced appends failed or unread\n%s", i, s.Page.Errors, s.Page.FirstError, s.Dispatch.Paced.Errors, s.Dispatch.Paced.FirstError, s.Dispatch.RawPaced.Errors, progress.String())
 		}
 		for name, v := range map[string]float64{
 			"fill seconds": s.FillSeconds, "fill rate": s.FillRate, "catch-up": s.CatchUpSeconds, "catch-up rate": s.CatchUpRate, "start": s.StartSeconds,
@@ -65,7 +65,7 @@ func TestReadSideReportsEveryFigure(t *testing.T) {
 			"walk rate": s.WalkRate, "raw rate": s.RawRate, "walk ratio": s.WalkRatio,
 			"burst rate": s.Dispatch.BurstRate, "bare rate": s.Dispatch.BareRate, "dispatch ratio": s.Dispatch.Ratio,
 			"burst CPU a delivery": s.Dispatch.BurstCPU, "bare CPU a POST": s.Dispatch.BareCPU,
-			"flow peak": s.Dispatch.FlowPeak, "paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
+			"flow peak": s.Dispatch.FlowPeak, "flow appends": s.Dispatch.FlowAppends, "paced target": s.Dispatch.PacedTarget, "paced events": float64(s.Dispatch.Paced.Requests),
 			"paced p50": s.Dispatch.Paced.P50, "paced p99": s.Dispatch.Paced.P99, "paced p99 ratio": s.Dispatch.PacedP99Ratio,
 			"raw paced appends": float64(s.Dispatch.RawPaced.Requests), "raw paced rate": s.Dispatch.RawPaced.Rate,
 			"raw paced p50": s.Dispatch.RawPaced.P50, "raw paced p99": s.Dispatch.RawPaced.P99, "paced p99 over raw": s.Dispatch.PacedOverRaw,

@@ -72,14 +72,16 @@ func (rr *ReadReport) write(w io.Writer) error {
 		}
 		return f("%.0f vs %.0f/s = %.3f× (median of %d rounds: %s; %d deliveries each, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, len(d.Rounds), strings.Join(ratios, ", "), d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
 	})
-	row("peak of appends flowing to deliveries", func(s ReadSize) string { return f("%.0f deliveries/s", s.Dispatch.FlowPeak) })
+	row("peak of appends flowing to deliveries", func(s ReadSize) string {
+		return f("%.0f deliveries/s (%.0f appends/s)", s.Dispatch.FlowPeak, s.Dispatch.FlowAppends)
+	})
 	row("append → delivered, p50 / p99", func(s ReadSize) string {
 		d := s.Dispatch
 		return f("%.1f / %.1f ms at %.0f/s (p99 %.1f× limit's; %d events, %d errors, %d skipped)", d.Paced.P50, d.Paced.P99, d.PacedTarget, d.PacedP99Ratio, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
 	})
 	row("raw append → read at the same pace, p50 / p99", func(s ReadSize) string {
 		d := s.Dispatch
-		return f("%.2f / %.2f ms (%d appends, %d not read; the service's p99 %.1f× this)", d.RawPaced.P50, d.RawPaced.P99, d.RawPaced.Requests, d.RawPaced.Errors, d.PacedOverRaw)
+		return f("%.2f / %.2f ms (%d appends, %d failed or not read, %d skipped; the service's p99 %.1f× this)", d.RawPaced.P50, d.RawPaced.P99, d.RawPaced.Requests, d.RawPaced.Errors, d.RawPacedSkipped, d.PacedOverRaw)
 	})
 	row("replay vs raw ordered read", func(s ReadSize) string {
 		return f("%.0f vs %.0f events/s = %.2f× (%d events; its deposit runs merged %.2f s after, serving)", s.ReplayRate, s.RawStreamRate, s.ReplayRatio, s.ReplayEvents, s.ReplayMergeSeconds)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/internal/openloop"
 )
 
 // What the disk allows: every speed claim about the service is a ratio to
@@ -40,22 +41,11 @@ func (r RawLimit) Rate() float64 { return float64(r.Messages) / r.Elapsed.Second
 // messages, one at a time each, each to its own subject, for d. The
 // directory is removed afterwards.
 func MeasureRawLimit(ctx context.Context, dir string, publishers, size int, d time.Duration) (RawLimit, error) {
-	tmp, err := os.MkdirTemp(dir, "rawlimit-")
+	l, _, closeRaw, err := openRaw(ctx, dir, "rawlimit")
 	if err != nil {
 		return RawLimit{}, err
 	}
-	defer os.RemoveAll(tmp)
-	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: tmp})
-	if err != nil {
-		return RawLimit{}, err
-	}
-	defer l.Close()
-	const stream = "RAWLIMIT"
-	if _, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: stream, Subjects: []string{"rawlimit.>"}, Storage: jetstream.FileStorage,
-	}); err != nil {
-		return RawLimit{}, natsErr("raw limit stream", err)
-	}
+	defer closeRaw()
 	payload := []byte(strings.Repeat("x", size))
 	var (
 		mu   sync.Mutex
@@ -147,41 +137,25 @@ func (r RawPaced) String() string {
 	return fmt.Sprintf("append → read p50 %s, p99 %s at %.0f/s (%d appends, %d skipped, %d failed, %d lost)", r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Rate(), r.Messages, r.Skipped, r.Failed, r.Lost)
 }
 
-// rawPacedSlots bounds the appends under way at once, as the bench's paced
-// appends to the service do.
-const rawPacedSlots = 256
-
 // MeasureRawPaced starts an embedded server exactly as the ledger does in a
 // fresh directory under dir, appends size-byte messages at rate a second
-// for d (an open loop: each append is due at its own time from the start,
-// on its own goroutine, at most rawPacedSlots under way; one due while all
-// are taken is skipped), and times each from its acknowledgement to its
+// for d (openloop.Run: at most slots under way, one due while all are
+// taken skipped), and times each from its acknowledgement to its
 // arrival at a durable pull consumer that acknowledges every message. It is
 // the raw counterpart of the webhook dispatch's paced latency: what the
 // server's own store and consumer allow at that pace, with nothing of the
 // service around them. An append the server does not acknowledge is
 // counted (Failed), as the bench counts the service's. The directory is
 // removed afterwards.
-func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d time.Duration) (RawPaced, error) {
-	if !(rate > 0) || d <= 0 {
-		return RawPaced{}, fmt.Errorf("raw paced: rate %v a second for %s: both must be positive", rate, d)
+func MeasureRawPaced(ctx context.Context, dir string, rate float64, slots, size int, d time.Duration) (RawPaced, error) {
+	if !(rate > 0) || d <= 0 || slots <= 0 {
+		return RawPaced{}, fmt.Errorf("raw paced: rate %v a second for %s, %d under way: each must be positive", rate, d, slots)
 	}
-	tmp, err := os.MkdirTemp(dir, "rawpaced-")
+	l, stream, closeRaw, err := openRaw(ctx, dir, "rawpaced")
 	if err != nil {
 		return RawPaced{}, err
 	}
-	defer os.RemoveAll(tmp)
-	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: tmp})
-	if err != nil {
-		return RawPaced{}, err
-	}
-	defer l.Close()
-	stream, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: "RAWPACED", Subjects: []string{"rawpaced.>"}, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return RawPaced{}, natsErr("raw paced stream", err)
-	}
+	defer closeRaw()
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: "reader", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -192,7 +166,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 	acked := make([]time.Time, n)
 	read := make([]time.Time, n)
 	var got atomic.Int64
-	it, err := cons.Messages(jetstream.PullMaxMessages(rawPacedSlots))
+	it, err := cons.Messages(jetstream.PullMaxMessages(slots))
 	if err != nil {
 		return RawPaced{}, natsErr("raw paced consume", err)
 	}
@@ -214,44 +188,17 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, size int, d 
 	}()
 	defer func() { it.Stop(); <-reading }()
 
-	payload := make([]byte, max(size, 8))
-	var (
-		wg      sync.WaitGroup
-		failed  atomic.Int64
-		skipped int
-	)
-	slots := make(chan struct{}, rawPacedSlots)
-	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now()
-	for i := range n {
-		if ctx.Err() != nil {
-			break
-		}
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
-		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			skipped++
-			continue
-		}
-		msg := nats.NewMsg("rawpaced." + strconv.Itoa(i%rawPacedSlots))
-		msg.Data = slices.Clone(payload)
+	var failed atomic.Int64
+	skipped, elapsed := openloop.Run(ctx, n, rate, slots, func(i int) {
+		msg := nats.NewMsg("rawpaced." + strconv.Itoa(i%slots))
+		msg.Data = make([]byte, max(size, 8))
 		binary.BigEndian.PutUint64(msg.Data, uint64(i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			if _, err := l.js.PublishMsg(ctx, msg); err != nil {
-				failed.Add(1)
-				return
-			}
-			acked[i] = time.Now()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+		if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+			failed.Add(1)
+			return
+		}
+		acked[i] = time.Now()
+	})
 	if err := ctx.Err(); err != nil {
 		return RawPaced{}, err
 	}
@@ -296,4 +243,30 @@ func rawPacedIndex(data []byte, n int) (int, bool) {
 	}
 	i := binary.BigEndian.Uint64(data)
 	return int(i), i < uint64(n)
+}
+
+// openRaw starts an embedded server exactly as the ledger does (file
+// storage, every write synced before it is acknowledged) in a fresh
+// directory under dir, with a stream of its own for the subjects
+// "<name>.>". closeRaw stops the server and removes the directory.
+func openRaw(ctx context.Context, dir, name string) (l *Ledger, stream jetstream.Stream, closeRaw func(), err error) {
+	tmp, err := os.MkdirTemp(dir, name+"-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if l, err = Open(ctx, Config{Env: domain.Sandbox, DataDir: tmp}); err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, nil, err
+	}
+	closeRaw = func() {
+		l.Close()
+		os.RemoveAll(tmp)
+	}
+	if stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: strings.ToUpper(name), Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		closeRaw()
+		return nil, nil, nil, natsErr(name+" stream", err)
+	}
+	return l, stream, closeRaw, nil
 }

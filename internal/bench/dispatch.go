@@ -19,6 +19,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/cpuprofile"
+	"github.com/partnergiving/giving/internal/openloop"
 )
 
 // hookConcurrency is the attempts the dispatcher makes at once to one
@@ -226,7 +227,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return err
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
-	raw, err := eventlog.MeasureRawPaced(ctx, rs.dir, d.PacedTarget, o.Size, o.Duration)
+	raw, err := eventlog.MeasureRawPaced(ctx, rs.dir, d.PacedTarget, pacedSlots, o.Size, o.Duration)
 	if err != nil {
 		return fmt.Errorf("raw paced: %w", err)
 	}
@@ -546,24 +547,25 @@ func (rs *readState) flowPeak(ctx context.Context, svc *service, d time.Duration
 	return float64(delivered) / elapsed.Seconds(), float64(acked) / elapsed.Seconds(), nil
 }
 
+// pacedSlots bounds the paced appends under way at once, the service's and
+// their raw counterpart's.
+const pacedSlots = 256
+
 // paced appends the webhook partner's deposit.received events, each
 // carrying its credit, at rate per second for d, and measures from each
 // acknowledged append to its receipt. The appends are synced, as the
 // service's, but not guarded on the partner's deposit book: the guard would
-// line them up one at a time, and every event here is a new deposit. The events are built before the
-// clock starts and each is due at its own time from the start (an open
-// loop: one that falls behind catches up at once instead of dropping
-// ticks, so the pace is the one asked unless the appends cannot take it).
-// Events not delivered within 30 s of the end count as errors; events due
-// while 256 appends are under way are skipped and counted.
+// line them up one at a time, and every event here is a new deposit. The
+// events are built before the clock starts and appended in an open loop
+// (openloop.Run). Events not delivered within 30 s of the end count as
+// errors; events due while pacedSlots appends are under way are skipped
+// and counted.
 func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d time.Duration) (Measure, int, error) {
 	var (
-		mu      sync.Mutex
-		acked   = map[string]time.Time{}
-		errs    int
-		skipped int
-		firstE  string
-		wg      sync.WaitGroup
+		mu     sync.Mutex
+		acked  = map[string]time.Time{}
+		errs   int
+		firstE string
 	)
 	rs.hooks.forget()
 	events := make([]domain.Event, max(int(rate*d.Seconds()), 1))
@@ -574,42 +576,21 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 		}
 		events[i] = dep
 	}
-	slots := make(chan struct{}, 256)
-	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now()
-	for i, ev := range events {
-		if ctx.Err() != nil {
-			break
-		}
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			time.Sleep(wait)
-		}
-		select {
-		case slots <- struct{}{}:
-		default: // the appends cannot keep the pace: this one is skipped
-			skipped++
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			_, err := svc.st.Ledger.Fill(ctx, []domain.Event{ev})
-			at := time.Now()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs++
-				if firstE == "" {
-					firstE = err.Error()
-				}
-				return
+	skipped, elapsed := openloop.Run(ctx, len(events), rate, pacedSlots, func(i int) {
+		ev := events[i]
+		_, err := svc.st.Ledger.Fill(ctx, []domain.Event{ev})
+		at := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs++
+			if firstE == "" {
+				firstE = err.Error()
 			}
-			acked[ev.ID] = at
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+			return
+		}
+		acked[ev.ID] = at
+	})
 	ids := make(map[string]bool, len(acked))
 	for id := range acked {
 		ids[id] = true

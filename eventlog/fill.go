@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/segmentio/ksuid"
 
 	"github.com/partnergiving/giving/domain"
 )
@@ -119,4 +120,114 @@ func (l *Ledger) ReadRaw(ctx context.Context, filter string) (RawRead, error) {
 			return RawRead{Messages: n, Elapsed: time.Since(start)}, nil
 		}
 	}
+}
+
+// RawFed is what a bare handler fed from the ledger achieved (FeedRaw).
+type RawFed struct {
+	Messages int // handed to the handler and acknowledged
+	Failed   int // of them, those the handler reported failed
+	Elapsed  time.Duration
+}
+
+// Rate is messages handled a second.
+func (r RawFed) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
+
+// FeedRaw hands the n messages stored from sequence from on to handle, with
+// the least reading of the ledger a webhook dispatch that delivers from it
+// does: a durable pull consumer with explicit acknowledgements, unfiltered
+// like OpenSharedReader's and fetching fetch messages at a time (the
+// fan-out's batch), feeds slots goroutines, each acknowledging a message once handle returns;
+// beside it an ordered consumer reads the same messages and drops them, as
+// the projector reads each event the dispatch waits for. Nothing is decoded.
+// It is the counterpart of the dispatch that the bench compares with both
+// the service and a bare loop of the same handler: what reading the ledger
+// costs the handler, with nothing of the service around it. The durable is
+// deleted afterwards.
+func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, handle func(data []byte) bool) (RawFed, error) {
+	if from == 0 || n <= 0 || fetch <= 0 || slots <= 0 {
+		return RawFed{}, fmt.Errorf("raw feed: from %d, %d messages, %d a fetch, %d at once: each must be positive", from, n, fetch, slots)
+	}
+	name := "bench-fed-" + ksuid.New().String()
+	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: name, AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+	})
+	if err != nil {
+		return RawFed{}, natsErr("raw feed consumer", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = l.stream.DeleteConsumer(dctx, name)
+	}()
+	ordered, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+	})
+	if err != nil {
+		return RawFed{}, natsErr("raw feed ordered consumer", err)
+	}
+	start := time.Now()
+	it, err := cons.Messages(jetstream.PullMaxMessages(fetch))
+	if err != nil {
+		return RawFed{}, natsErr("raw feed", err)
+	}
+	defer it.Stop()
+	oit, err := ordered.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return RawFed{}, natsErr("raw feed", err)
+	}
+	defer oit.Stop()
+	// Next does not watch ctx: stopping the iterators ends a wait.
+	defer context.AfterFunc(ctx, func() { it.Stop(); oit.Stop() })()
+	readErr := make(chan error, 2)
+	go func() {
+		for range n {
+			if _, err := oit.Next(); err != nil {
+				readErr <- err
+				return
+			}
+		}
+		readErr <- nil
+	}()
+	msgs := make(chan jetstream.Msg, fetch)
+	go func() {
+		defer close(msgs)
+		for range n {
+			m, err := it.Next()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			msgs <- m
+		}
+		readErr <- nil
+	}()
+	var handled, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range msgs {
+				if !handle(m.Data()) {
+					failed.Add(1)
+				}
+				if err := m.Ack(); err == nil {
+					handled.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The durable's reader has stopped (msgs is closed): wait for the
+	// ordered one too, so that the elapsed time covers both reads.
+	for range 2 {
+		if err := <-readErr; err != nil {
+			if ctx.Err() != nil {
+				return RawFed{}, ctx.Err()
+			}
+			return RawFed{}, natsErr("raw feed", err)
+		}
+	}
+	return RawFed{Messages: int(handled.Load()), Failed: int(failed.Load()), Elapsed: time.Since(start)}, nil
 }

@@ -39,6 +39,11 @@ type Dispatch struct {
 	Ratio       float64 `json:"ratio"`
 	BurstCPU    float64 `json:"burst_cpu_us_per_delivery"`
 	BareCPU     float64 `json:"bare_cpu_us_per_post"`
+	// The fed loop's (DispatchRound), medians of the rounds'.
+	FedRate      float64 `json:"fed_posts_per_second"`
+	FedOverBare  float64 `json:"fed_over_bare"`
+	BurstOverFed float64 `json:"burst_over_fed"`
+	FedCPU       float64 `json:"fed_cpu_us_per_post"`
 	// Rounds are the measured rounds, in order.
 	Rounds []DispatchRound `json:"rounds"`
 	// FlowPeak is the peak of events flowing from append to delivery:
@@ -96,6 +101,16 @@ type DispatchRound struct {
 	// waits on its round trips part of the time.
 	BurstCPU float64 `json:"burst_cpu_us_per_delivery"`
 	BareCPU  float64 `json:"bare_cpu_us_per_post"`
+	// FedRate is the bare loop's POSTs fed from the ledger (fedLoop): the
+	// burst's events read again by a durable consumer that acknowledges
+	// each once posted, beside an ordered read of them, with nothing of
+	// the service. FedOverBare is it over BareRate (what reading the
+	// ledger costs the POSTs), BurstOverFed BurstRate over it (what the
+	// service adds to that); FedCPU its CPU time a POST, as BareCPU.
+	FedRate      float64 `json:"fed_posts_per_second"`
+	FedOverBare  float64 `json:"fed_over_bare"`
+	BurstOverFed float64 `json:"burst_over_fed"`
+	FedCPU       float64 `json:"fed_cpu_us_per_post"`
 }
 
 // receiver is a webhook receiver on loopback: it notes when each event id
@@ -242,14 +257,15 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 
 // dispatchRound stores a burst for the webhook partner while the service
 // is stopped, starts it and times the deliveries, then runs the bare loop
-// beside it. It returns the service still running (nil on an error).
+// and the fed loop beside it. It returns the service still running (nil on an error).
 func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*service, DispatchRound, error) {
 	o := rs.r.opts
 	var r DispatchRound
-	ids, err := rs.fillHooks(ctx, o.Burst)
+	b, err := rs.fillHooks(ctx, o.Burst)
 	if err != nil {
 		return nil, r, fmt.Errorf("burst fill: %w", err)
 	}
+	ids := b.ids
 	rs.r.progress("  dispatch, round %d of %d: %d deliveries waiting; starting the service", round, o.Rounds, o.Burst)
 	rs.hooks.forget()
 	// Profiles keep their names of a single round: the ledger size, then
@@ -262,10 +278,10 @@ func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*ser
 	// delivery, as its rate does: what the service does on starting,
 	// before it, is left out; what it does meanwhile (its projector
 	// catching up on the burst) is in.
-	burst := rs.measureFromNextPost(ctx, suffix)
+	window := rs.measureFromNextPost(ctx, suffix)
 	svc, err := startService(ctx, rs.dir, o.Memory)
 	if err != nil {
-		_, _ = burst.stop()
+		_, _ = window.stop()
 		return nil, r, err
 	}
 	fail := func(err error) (*service, DispatchRound, error) {
@@ -283,10 +299,10 @@ func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*ser
 		got = rs.hooks.times(ids)
 		return len(got) == len(ids), nil
 	}); err != nil {
-		_, _ = burst.stop()
+		_, _ = window.stop()
 		return fail(err)
 	}
-	if r.BurstCPU, err = burst.stop(); err != nil {
+	if r.BurstCPU, err = window.stop(); err != nil {
 		return fail(err)
 	}
 	first, last := spread(got)
@@ -312,7 +328,47 @@ func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*ser
 	}
 	r.Ratio = r.BurstRate / r.BareRate
 	rs.r.progress("    burst %.0f deliveries/s, bare signed POSTs %.0f/s: %.3f× (CPU %.0f vs %.0f µs a POST)", r.BurstRate, r.BareRate, r.Ratio, r.BurstCPU, r.BareCPU)
+	if err := rs.fedLoop(ctx, svc, b, suffix, &r); err != nil {
+		return fail(err)
+	}
 	return svc, r, nil
+}
+
+// fanOutFetch is how many events the webhook fan-out asks the ledger for
+// at a time (dispatcher's fanOutBatch); the fed loop asks for as many.
+const fanOutFetch = 256
+
+// fedLoop posts the burst's events again, as they are stored, through the
+// bare loop's signed POSTs fed by eventlog.FeedRaw: a durable consumer
+// reading the ledger, acknowledging each event once posted, beside an
+// ordered read of the same events. It is what reading the ledger costs a
+// dispatch before anything of the service's own: its rate over the bare
+// loop's is that cost, the burst's over its what the service adds.
+func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix string, r *DispatchRound) error {
+	post := rs.newPoster("/fed")
+	stop, err := rs.startMeasuring(suffix + ".fed")
+	if err != nil {
+		return err
+	}
+	rs.hooks.forget()
+	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, int(b.last-b.first+1), fanOutFetch, hookConcurrency, func(data []byte) bool {
+		id, err := domain.EnvelopeEventID(data) // as the fan-out reads it
+		return err == nil && post(ctx, id, data)
+	})
+	cpu, serr := stop()
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("fed loop: %w", err)
+	}
+	if fed.Failed > 0 || fed.Messages == 0 {
+		return fmt.Errorf("fed loop: %d of %d posts not answered 200", fed.Failed, fed.Messages)
+	}
+	r.FedRate, r.FedCPU = fed.Rate(), cpu
+	r.FedOverBare, r.BurstOverFed = r.FedRate/r.BareRate, r.BurstRate/r.FedRate
+	rs.r.progress("    fed from the ledger %.0f posts/s: %.3f× the bare loop; the burst %.3f× that (CPU %.0f µs a POST)", r.FedRate, r.FedOverBare, r.BurstOverFed, r.FedCPU)
+	return nil
 }
 
 // summarize sets the dispatch's figures from its rounds: each the median
@@ -335,6 +391,10 @@ func (d *Dispatch) summarize() {
 	d.Ratio = median(func(r DispatchRound) float64 { return r.Ratio })
 	d.BurstCPU = median(func(r DispatchRound) float64 { return r.BurstCPU })
 	d.BareCPU = median(func(r DispatchRound) float64 { return r.BareCPU })
+	d.FedRate = median(func(r DispatchRound) float64 { return r.FedRate })
+	d.FedOverBare = median(func(r DispatchRound) float64 { return r.FedOverBare })
+	d.BurstOverFed = median(func(r DispatchRound) float64 { return r.BurstOverFed })
+	d.FedCPU = median(func(r DispatchRound) float64 { return r.FedCPU })
 }
 
 // postWindow measures the process from the receiver's next POST on.
@@ -428,6 +488,33 @@ func spread(got map[string]time.Time) (first, last time.Time) {
 	return first, last
 }
 
+// newPoster returns what the bare and the fed loops post with: a signed
+// POST of an envelope to the receiver at path, answered 200, carrying what
+// a delivery carries (both signatures, the Standard Webhooks id and
+// timestamp, the attempt), signed per post with keys derived once, as the
+// dispatcher does per endpoint.
+func (rs *readState) newPoster(path string) func(ctx context.Context, id string, body []byte) bool {
+	sign := domain.NewWebhookSigner(domain.GenerateWebhookSecret())
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
+	url := rs.hooks.url + path
+	return func(ctx context.Context, id string, body []byte) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return false
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", domain.WebhookUserAgent)
+		sign.Headers(id, 1, time.Now(), body, req.Header.Set)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+}
+
 // bareLoop posts signed envelopes to the receiver from hookConcurrency
 // loops for d and returns the answered posts per second. Each post carries
 // what a delivery carries (both signatures, the Standard Webhooks id and
@@ -441,9 +528,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 	if err != nil {
 		return 0, fmt.Errorf("bare loop: %w", err)
 	}
-	// Keys derived once, as the dispatcher does per endpoint.
-	sign := domain.NewWebhookSigner(domain.GenerateWebhookSecret())
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: hookConcurrency}, Timeout: 10 * time.Second}
+	post := rs.newPoster("/bare")
 	var ok, n atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -454,21 +539,7 @@ func (rs *readState) bareLoop(ctx context.Context, d time.Duration) (float64, er
 			defer wg.Done()
 			for time.Now().Before(end) && ctx.Err() == nil {
 				id := "bare_" + strconv.FormatInt(n.Add(1), 10)
-				body := bytes.Replace(template, []byte(dep.ID), []byte(id), 1)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.hooks.url+"/bare", bytes.NewReader(body))
-				if err != nil {
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("User-Agent", domain.WebhookUserAgent)
-				sign.Headers(id, 1, time.Now(), body, req.Header.Set)
-				resp, err := client.Do(req)
-				if err != nil {
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
+				if post(ctx, id, bytes.Replace(template, []byte(dep.ID), []byte(id), 1)) {
 					ok.Add(1)
 				}
 			}

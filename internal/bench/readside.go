@@ -271,26 +271,38 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, ui
 	return elapsed, msgs - before, msgs, err
 }
 
+// burst is a burst of the webhook partner's events (fillHooks): their
+// public events' ids, and the ledger's sequences from the first to the
+// last of them, which hold nothing else.
+type burst struct {
+	ids         map[string]bool
+	first, last uint64
+}
+
 // fillHooks appends n deposits of the webhook partner, unsynced, while the
-// service is stopped, and returns their public events' ids.
-func (rs *readState) fillHooks(ctx context.Context, n int) (map[string]bool, error) {
+// service is stopped.
+func (rs *readState) fillHooks(ctx context.Context, n int) (burst, error) {
 	l, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: rs.dir, Memory: rs.r.opts.Memory, Unsynced: true})
 	if err != nil {
-		return nil, err
+		return burst{}, err
 	}
 	defer l.Close()
-	ids := map[string]bool{}
+	b := burst{ids: map[string]bool{}}
 	var batch []domain.Event
 	for range n {
 		dep, err := rs.deposit(rs.hook, rs.hookChurch)
 		if err != nil {
-			return nil, err
+			return burst{}, err
 		}
-		ids[dep.ID] = true
+		b.ids[dep.ID] = true
 		batch = append(batch, dep)
 	}
-	_, err = l.Fill(ctx, batch)
-	return ids, err
+	seqs, err := l.Fill(ctx, batch)
+	if err != nil {
+		return burst{}, err
+	}
+	b.first, b.last = slices.Min(seqs), slices.Max(seqs)
+	return b, nil
 }
 
 // measure fills to n public events and measures the service there.

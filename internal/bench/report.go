@@ -72,6 +72,10 @@ func (rr *ReadReport) write(w io.Writer) error {
 		}
 		return f("%.0f vs %.0f/s = %.3f× (median of %d rounds: %s; %d deliveries each, %d at once; CPU %.0f vs %.0f µs a POST = %.3f×)", d.BurstRate, d.BareRate, d.Ratio, len(d.Rounds), strings.Join(ratios, ", "), d.BurstEvents, d.Concurrency, d.BurstCPU, d.BareCPU, d.BareCPU/d.BurstCPU)
 	})
+	row("the bare POSTs fed from the ledger (durable read, ack each; ordered read beside)", func(s ReadSize) string {
+		d := s.Dispatch
+		return f("%.0f/s = %.3f× the bare loop; the burst %.3f× this (medians; CPU %.0f µs a POST)", d.FedRate, d.FedOverBare, d.BurstOverFed, d.FedCPU)
+	})
 	row("peak of appends flowing to deliveries", func(s ReadSize) string {
 		return f("%.0f deliveries/s (%.0f appends/s)", s.Dispatch.FlowPeak, s.Dispatch.FlowAppends)
 	})

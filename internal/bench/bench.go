@@ -62,9 +62,9 @@ type Options struct {
 	// Burst is how many webhook deliveries the burst measures (default
 	// DefaultBurst).
 	Burst int
-	// Rounds is how many bursts (each with its bare loop) are measured at
-	// each ledger size, each on a service started afresh; the dispatch's
-	// figures are their medians (default DefaultRounds).
+	// Rounds is how many bursts (each with its bare and fed loops) are
+	// measured at each ledger size, each on a service started afresh; the
+	// dispatch's figures are their medians (default DefaultRounds).
 	Rounds int
 	// Memory is the service's memory setting (eventlog.Config.Memory).
 	Memory int64
@@ -82,7 +82,8 @@ type Options struct {
 	// of each dispatch burst (suffixed with the ledger size): from the
 	// service's start to the burst's last delivery, so the dispatcher's
 	// cost per delivery can be read apart from the rest of the run; and
-	// one of the bare loop it is compared with (suffixed .bare).
+	// one of the bare loop it is compared with (suffixed .bare) and of the
+	// fed loop (suffixed .fed).
 	BurstProfile string
 	// ReplayProfile, when set, is where the read side writes a CPU profile
 	// of each replay (suffixed with the ledger size) and of the raw read

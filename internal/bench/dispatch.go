@@ -351,7 +351,11 @@ func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix 
 		return err
 	}
 	rs.hooks.forget()
-	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, int(b.last-b.first+1), fanOutFetch, hookConcurrency, func(data []byte) bool {
+	// Bounded as the burst's wait is: a read that stalls fails the run.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	n := int(b.last - b.first + 1)
+	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, n, fanOutFetch, hookConcurrency, func(data []byte) bool {
 		id, err := domain.EnvelopeEventID(data) // as the fan-out reads it
 		return err == nil && post(ctx, id, data)
 	})
@@ -362,8 +366,8 @@ func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix 
 	if err != nil {
 		return fmt.Errorf("fed loop: %w", err)
 	}
-	if fed.Failed > 0 || fed.Messages == 0 {
-		return fmt.Errorf("fed loop: %d of %d posts not answered 200", fed.Failed, fed.Messages)
+	if fed.Failed > 0 || fed.Messages != n {
+		return fmt.Errorf("fed loop: %d of %d events acknowledged, %d posts not answered 200", fed.Messages, n, fed.Failed)
 	}
 	r.FedRate, r.FedCPU = fed.Rate(), cpu
 	r.FedOverBare, r.BurstOverFed = r.FedRate/r.BareRate, r.BurstRate/r.FedRate

@@ -124,7 +124,7 @@ func (l *Ledger) ReadRaw(ctx context.Context, filter string) (RawRead, error) {
 
 // RawFed is what a bare handler fed from the ledger achieved (FeedRaw).
 type RawFed struct {
-	Messages int // handed to the handler and acknowledged
+	Messages int // handed to the handler and acknowledged (sent; not awaited)
 	Failed   int // of them, those the handler reported failed
 	Elapsed  time.Duration
 }
@@ -132,20 +132,29 @@ type RawFed struct {
 // Rate is messages handled a second.
 func (r RawFed) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
 
-// FeedRaw hands the n messages stored from sequence from on to handle, with
-// the least reading of the ledger a webhook dispatch that delivers from it
-// does: a durable pull consumer with explicit acknowledgements, unfiltered
-// like OpenSharedReader's and fetching fetch messages at a time (the
-// fan-out's batch), feeds slots goroutines, each acknowledging a message once handle returns;
-// beside it an ordered consumer reads the same messages and drops them, as
-// the projector reads each event the dispatch waits for. Nothing is decoded.
-// It is the counterpart of the dispatch that the bench compares with both
-// the service and a bare loop of the same handler: what reading the ledger
-// costs the handler, with nothing of the service around it. The durable is
-// deleted afterwards.
+// FeedRaw hands the n messages stored from sequence from on to handle,
+// reading the ledger as the service's webhook dispatch does and no more: a
+// durable pull consumer with explicit acknowledgements, unfiltered like
+// OpenSharedReader's and fetching fetch messages at a time (the fan-out's
+// batch), feeds slots goroutines, each acknowledging a message once handle
+// returns; beside it an ordered consumer reads the same messages and drops
+// them, as the projector reads each event the dispatch waits for. Nothing
+// is decoded or applied. It is the floor of that design: the bench sets
+// the dispatch beside it and beside a bare loop of the same handler, to
+// tell what reading the ledger costs from what the service adds. The
+// durable is deleted afterwards; the ordered consumer, as ReadRaw's, goes
+// when the server finds it inactive.
 func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, handle func(data []byte) bool) (RawFed, error) {
 	if from == 0 || n <= 0 || fetch <= 0 || slots <= 0 {
 		return RawFed{}, fmt.Errorf("raw feed: from %d, %d messages, %d a fetch, %d at once: each must be positive", from, n, fetch, slots)
+	}
+	// Fewer stored than asked for would leave the readers waiting.
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return RawFed{}, err
+	}
+	if want := from + uint64(n) - 1; last < want {
+		return RawFed{}, fmt.Errorf("raw feed: messages %d to %d asked for, the ledger ends at %d", from, want, last)
 	}
 	name := "bench-fed-" + ksuid.New().String()
 	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
@@ -167,22 +176,24 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 		return RawFed{}, natsErr("raw feed ordered consumer", err)
 	}
 	start := time.Now()
-	it, err := cons.Messages(jetstream.PullMaxMessages(fetch))
+	// A missing heartbeat does not end the durable's iterator, as it does
+	// not SharedReader's: the workers hold the reader back under load.
+	it, err := cons.Messages(jetstream.PullMaxMessages(fetch), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 	if err != nil {
 		return RawFed{}, natsErr("raw feed", err)
 	}
 	defer it.Stop()
+	// As many a pull as ReadRaw's ordered read asks for.
 	oit, err := ordered.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
 		return RawFed{}, natsErr("raw feed", err)
 	}
 	defer oit.Stop()
-	// Next does not watch ctx: stopping the iterators ends a wait.
-	defer context.AfterFunc(ctx, func() { it.Stop(); oit.Stop() })()
-	readErr := make(chan error, 2)
+	next := jetstream.NextContext(ctx)
+	readErr := make(chan error, 2) // one from each reader
 	go func() {
 		for range n {
-			if _, err := oit.Next(); err != nil {
+			if _, err := oit.Next(next); err != nil {
 				readErr <- err
 				return
 			}
@@ -193,7 +204,7 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 	go func() {
 		defer close(msgs)
 		for range n {
-			m, err := it.Next()
+			m, err := it.Next(next)
 			if err != nil {
 				readErr <- err
 				return

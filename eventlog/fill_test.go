@@ -14,9 +14,9 @@ import (
 )
 
 // FeedRaw hands each message from the given sequence on to the handler
-// once, counts what the handler reports failed, and leaves no consumer
-// behind.
-func TestFeedRawHandsEachMessageOnceAndCleansUp(t *testing.T) {
+// once, counts what the handler reports failed, leaves no durable behind,
+// and refuses at once a range the ledger does not hold.
+func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := eventlogtest.Open(t, domain.Sandbox)
@@ -86,5 +86,11 @@ func TestFeedRawHandsEachMessageOnceAndCleansUp(t *testing.T) {
 
 	if _, err := l.FeedRaw(ctx, 0, n, 8, 3, func([]byte) bool { return true }); err == nil {
 		t.Error("FeedRaw from sequence 0: no error")
+	}
+	// One more than the ledger holds: an error, not a wait for it.
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelShort()
+	if _, err := l.FeedRaw(short, from, n+1, 8, 3, func([]byte) bool { return true }); err == nil || short.Err() != nil {
+		t.Errorf("FeedRaw past the ledger's end: %v (context: %v)", err, short.Err())
 	}
 }

@@ -302,6 +302,11 @@ func (rs *readState) fillHooks(ctx context.Context, n int) (burst, error) {
 		return burst{}, err
 	}
 	b.first, b.last = slices.Min(seqs), slices.Max(seqs)
+	if got := b.last - b.first + 1; got != uint64(n) {
+		// The service is stopped and the fill's publishes carry nothing
+		// else: anything between them is another writer's.
+		return burst{}, fmt.Errorf("burst fill: %d events stored over %d sequences", n, got)
+	}
 	return b, nil
 }
 

@@ -100,6 +100,7 @@ func (l *Ledger) ReadRaw(ctx context.Context, filter string) (RawRead, error) {
 	if err != nil {
 		return RawRead{}, natsErr("raw read", err)
 	}
+	defer l.dropOrdered(ctx, cons)
 	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
 		return RawRead{}, natsErr("raw read", err)
@@ -141,9 +142,8 @@ func (r RawFed) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds(
 // them, as the projector reads each event the dispatch waits for. Nothing
 // is decoded or applied. It is the floor of that design: the bench sets
 // the dispatch beside it and beside a bare loop of the same handler, to
-// tell what reading the ledger costs from what the service adds. The
-// durable is deleted afterwards; the ordered consumer, as ReadRaw's, goes
-// when the server finds it inactive.
+// tell what reading the ledger costs from what the service adds. Both
+// consumers are deleted afterwards.
 func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, handle func(data []byte) bool) (RawFed, error) {
 	if from == 0 || n <= 0 || fetch <= 0 || slots <= 0 {
 		return RawFed{}, fmt.Errorf("raw feed: from %d, %d messages, %d a fetch, %d at once: each must be positive", from, n, fetch, slots)
@@ -164,17 +164,14 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 	if err != nil {
 		return RawFed{}, natsErr("raw feed consumer", err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = l.stream.DeleteConsumer(dctx, name)
-	}()
+	defer l.dropConsumer(ctx, name)
 	ordered, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 	})
 	if err != nil {
 		return RawFed{}, natsErr("raw feed ordered consumer", err)
 	}
+	defer l.dropOrdered(ctx, ordered)
 	start := time.Now()
 	// A missing heartbeat does not end the durable's iterator, as it does
 	// not SharedReader's: the workers hold the reader back under load.
@@ -241,4 +238,21 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 		}
 	}
 	return RawFed{Messages: int(handled.Load()), Failed: int(failed.Load()), Elapsed: time.Since(start)}, nil
+}
+
+// dropOrdered deletes an ordered consumer a raw read made, once it is
+// stopped, rather than leave it on the server until it has been idle for
+// its inactive threshold (5 minutes), through the measures that follow.
+func (l *Ledger) dropOrdered(ctx context.Context, c jetstream.Consumer) {
+	if info := c.CachedInfo(); info != nil {
+		l.dropConsumer(ctx, info.Name)
+	}
+}
+
+// dropConsumer deletes a consumer a raw read made, even when ctx has
+// ended.
+func (l *Ledger) dropConsumer(ctx context.Context, name string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = l.stream.DeleteConsumer(dctx, name)
 }

@@ -3,7 +3,6 @@ package eventlog_test
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 )
 
 // FeedRaw hands each message from the given sequence on to the handler
-// once, counts what the handler reports failed, leaves no durable behind,
-// and refuses at once a range the ledger does not hold.
+// once, counts what the handler reports failed, leaves no consumer
+// behind, and refuses at once a range the ledger does not hold.
 func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -33,6 +32,18 @@ func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	from, last := seqs[10], seqs[len(seqs)-1]
 	n := int(last - from + 1)
 
+	js := l.JetStreamForTest()
+	before := map[string][]string{} // the consumers on each stream before
+	for name := range js.StreamNames(ctx).Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range s.ConsumerNames(ctx).Name() {
+			before[name] = append(before[name], c)
+		}
+	}
+
 	var mu sync.Mutex
 	seen := map[string]int{}
 	calls := 0
@@ -49,6 +60,19 @@ func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	if r.Messages != n || r.Failed != 1 || calls != n || len(seen) != n {
 		t.Fatalf("fed %+v, %d calls over %d distinct messages: want %d each, 1 failed", r, calls, len(seen), n)
 	}
+	// Both consumers are gone (before Follow below makes its own).
+	for name := range js.StreamNames(ctx).Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range s.ConsumerNames(ctx).Name() {
+			if !slices.Contains(before[name], c) {
+				t.Errorf("consumer %s left on %s", c, name)
+			}
+		}
+	}
+
 	// The messages handed over are the ledger's from the sequence on: the
 	// ordered read of the same range finds each of them.
 	var want int
@@ -69,19 +93,6 @@ func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	})
 	if err != context.Canceled || want != n {
 		t.Fatalf("follow: %v after %d records", err, want)
-	}
-
-	js := l.JetStreamForTest()
-	for name := range js.StreamNames(ctx).Name() {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for c := range s.ConsumerNames(ctx).Name() {
-			if strings.HasPrefix(c, "bench-fed-") {
-				t.Errorf("consumer %s left on %s", c, name)
-			}
-		}
 	}
 
 	if _, err := l.FeedRaw(ctx, 0, n, 8, 3, func([]byte) bool { return true }); err == nil {

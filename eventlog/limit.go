@@ -270,3 +270,13 @@ func openRaw(ctx context.Context, dir, name string) (l *Ledger, stream jetstream
 	}
 	return l, stream, closeRaw, nil
 }
+
+// OpenScratch starts a ledger exactly as the service's (an embedded server
+// with file storage, every write synced, appends through the group commit)
+// in a fresh directory under dir, for what the bench measures of the
+// ledger's own appends with nothing of the service around them.
+// closeScratch stops it and removes the directory.
+func OpenScratch(ctx context.Context, dir string) (l *Ledger, closeScratch func(), err error) {
+	l, _, closeScratch, err = openRaw(ctx, dir, "scratch")
+	return l, closeScratch, err
+}

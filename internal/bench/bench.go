@@ -106,9 +106,13 @@ type Report struct {
 	Date    time.Time   `json:"date"`
 	Limit   LimitReport `json:"limit"`
 	Service []Workload  `json:"service,omitempty"`
-	Read    *ReadReport `json:"read,omitempty"`
-	Notes   []string    `json:"notes,omitempty"`
-	opts    Options
+	// Floor is the write path's floor (writefloor.go): the same clients
+	// and one-row imports against a handler that only decodes them and
+	// appends their events.
+	Floor []Workload  `json:"floor,omitempty"`
+	Read  *ReadReport `json:"read,omitempty"`
+	Notes []string    `json:"notes,omitempty"`
+	opts  Options
 }
 
 // LimitReport is the raw limit, measured before and after the service.
@@ -207,10 +211,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.Limit.Rate = (r.Limit.Before.Rate + r.Limit.After.Rate) / 2
 	r.Limit.P99 = (r.Limit.Before.P99 + r.Limit.After.P99) / 2
-	for i := range r.Service {
-		w := &r.Service[i]
-		w.Ratio = w.Rate / r.Limit.Rate
-		w.P99Ratio = w.P99 / r.Limit.P99
+	for _, ws := range [][]Workload{r.Service, r.Floor} {
+		for i := range ws {
+			w := &ws[i]
+			w.Ratio = w.Rate / r.Limit.Rate
+			w.P99Ratio = w.P99 / r.Limit.P99
+		}
 	}
 	if r.Read != nil {
 		for i := range r.Read.Sizes {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -26,13 +27,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 func (r *Report) writeService(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tclients\tkeys\treq/s\tp50 ms\tp99 ms\tsynced writes/req\tCPU µs/req\tratio\tp99 ratio\terrors")
-	for _, s := range r.Service {
+	rows := append(slices.Clone(r.Service), r.Floor...)
+	for _, s := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.2f\t%.0f\t%.2f×\t%.1f×\t%d\n", s.Name, s.Clients, s.Keys, s.Rate, s.P50, s.P99, s.SyncedWrites, s.CPUMicros, s.Ratio, s.P99Ratio, s.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, s := range r.Service {
+	for _, s := range rows {
 		if s.FirstError != "" {
 			fmt.Fprintf(w, "first error of %s (%d keys): %s\n", s.Name, s.Keys, s.FirstError)
 		}

@@ -49,7 +49,7 @@ func phone(n int) string {
 }
 
 // writePath measures each workload with all clients on one key, then on one
-// key each, on one fresh instance.
+// key each, on one fresh instance, and then the floor (writeFloor).
 func (r *Report) writePath(ctx context.Context, dir string) error {
 	r.progress("service: starting a fresh instance")
 	svc, err := startService(ctx, filepath.Join(dir, "service"), r.opts.Memory)
@@ -86,7 +86,7 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			r.Service = append(r.Service, w)
 		}
 	}
-	return nil
+	return r.writeFloor(ctx, dir)
 }
 
 // tenants onboards n partners, each with a key and a church.

@@ -66,23 +66,10 @@ func (r *Report) writeFloor(ctx context.Context, dir string) error {
 	imports := workloads[1].req
 	for _, keys := range []int{1, r.opts.Clients} {
 		r.progress("floor: one-row imports decoded and appended, %d clients on %d key(s), %s", r.opts.Clients, keys, r.opts.Duration)
-		before, err := l.SyncedWrites(ctx)
+		w, err := r.measureWrites(ctx, floorWorkload, l, client, base, tenants[:keys], imports, seq)
 		if err != nil {
 			return err
 		}
-		cpu := processCPU()
-		m := drive(ctx, client, base, tenants[:keys], r.opts.Clients, r.opts.Duration, r.opts.WriteRate, imports, seq)
-		used := processCPU() - cpu
-		after, err := l.SyncedWrites(ctx)
-		if err != nil {
-			return err
-		}
-		w := Workload{Name: floorWorkload, Clients: r.opts.Clients, Keys: keys, Measure: m}
-		if m.Requests > 0 {
-			w.SyncedWrites = float64(after-before) / float64(m.Requests)
-			w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)
-		}
-		r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %.0f µs CPU/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, w.CPUMicros, m.Errors)
 		r.Floor = append(r.Floor, w)
 	}
 	return nil

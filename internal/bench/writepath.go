@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/segmentio/ksuid"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // tenant is one partner's API key and a church of it.
@@ -66,27 +68,39 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 	for _, wl := range workloads {
 		for _, keys := range []int{1, r.opts.Clients} {
 			r.progress("service: %s, %d clients on %d key(s), %s", wl.name, r.opts.Clients, keys, r.opts.Duration)
-			before, err := svc.st.Ledger.SyncedWrites(ctx)
+			w, err := r.measureWrites(ctx, wl.name, svc.st.Ledger, client, svc.base, tenants[:keys], wl.req, seq)
 			if err != nil {
 				return err
 			}
-			cpu := processCPU()
-			m := drive(ctx, client, svc.base, tenants[:keys], r.opts.Clients, r.opts.Duration, r.opts.WriteRate, wl.req, seq)
-			used := processCPU() - cpu
-			after, err := svc.st.Ledger.SyncedWrites(ctx)
-			if err != nil {
-				return err
-			}
-			w := Workload{Name: wl.name, Clients: r.opts.Clients, Keys: keys, Measure: m}
-			if m.Requests > 0 {
-				w.SyncedWrites = float64(after-before) / float64(m.Requests)
-				w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)
-			}
-			r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %.0f µs CPU/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, w.CPUMicros, m.Errors)
 			r.Service = append(r.Service, w)
 		}
 	}
 	return r.writeFloor(ctx, dir)
+}
+
+// measureWrites drives the clients' requests at base for the run's
+// duration, each client on one of tenants, and measures them, with the
+// synced writes of l (the ledger the requests append to) and the process's
+// CPU time a request.
+func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Ledger, client *http.Client, base string, tenants []tenant, req request, seq *atomic.Int64) (Workload, error) {
+	before, err := l.SyncedWrites(ctx)
+	if err != nil {
+		return Workload{}, err
+	}
+	cpu := processCPU()
+	m := drive(ctx, client, base, tenants, r.opts.Clients, r.opts.Duration, r.opts.WriteRate, req, seq)
+	used := processCPU() - cpu
+	after, err := l.SyncedWrites(ctx)
+	if err != nil {
+		return Workload{}, err
+	}
+	w := Workload{Name: name, Clients: r.opts.Clients, Keys: len(tenants), Measure: m}
+	if m.Requests > 0 {
+		w.SyncedWrites = float64(after-before) / float64(m.Requests)
+		w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)
+	}
+	r.progress("  %.0f req/s, p50 %.1f ms, p99 %.1f ms, %.2f synced writes/request, %.0f µs CPU/request, %d errors", m.Rate, m.P50, m.P99, w.SyncedWrites, w.CPUMicros, m.Errors)
+	return w, nil
 }
 
 // tenants onboards n partners, each with a key and a church.

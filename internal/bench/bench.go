@@ -200,6 +200,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := r.writePath(ctx, dir); err != nil {
 			return nil, err
 		}
+		// After the service has stopped: nothing of it runs beside.
+		if err := r.writeFloor(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	if o.Only != "write" {
 		if err := r.readSide(ctx, dir); err != nil {

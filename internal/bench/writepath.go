@@ -51,7 +51,7 @@ func phone(n int) string {
 }
 
 // writePath measures each workload with all clients on one key, then on one
-// key each, on one fresh instance, and then the floor (writeFloor).
+// key each, on one fresh instance.
 func (r *Report) writePath(ctx context.Context, dir string) error {
 	r.progress("service: starting a fresh instance")
 	svc, err := startService(ctx, filepath.Join(dir, "service"), r.opts.Memory)
@@ -75,7 +75,7 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			r.Service = append(r.Service, w)
 		}
 	}
-	return r.writeFloor(ctx, dir)
+	return nil
 }
 
 // measureWrites drives the clients' requests at base for the run's

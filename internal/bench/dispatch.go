@@ -306,8 +306,7 @@ func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*ser
 	if r.BurstCPU, err = window.stop(); err != nil {
 		return fail(err)
 	}
-	first, last := spread(got)
-	r.BurstRate = float64(len(got)-1) / last.Sub(first).Seconds()
+	r.BurstRate = receiptRate(got)
 	if err := svc.caughtUp(ctx); err != nil {
 		return fail(err)
 	}
@@ -378,8 +377,7 @@ func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix 
 	if len(got) != len(b.ids) {
 		return fmt.Errorf("fed loop: the receiver got %d of the burst's %d events", len(got), len(b.ids))
 	}
-	first, last := spread(got)
-	r.FedRate, r.FedCPU = float64(len(got)-1)/last.Sub(first).Seconds(), cpu
+	r.FedRate, r.FedCPU = receiptRate(got), cpu
 	r.FedOverBare, r.BurstOverFed = r.FedRate/r.BareRate, r.BurstRate/r.FedRate
 	rs.r.progress("    fed from the ledger %.0f posts/s: %.3f× the bare loop; the burst %.3f× that (CPU %.0f µs a POST)", r.FedRate, r.FedOverBare, r.BurstOverFed, r.FedCPU)
 	return nil
@@ -490,7 +488,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func spread(got map[string]time.Time) (first, last time.Time) {
+// receiptRate is the receipts a second from the first of got to the last,
+// as the burst and the fed loop are timed.
+func receiptRate(got map[string]time.Time) float64 {
+	var first, last time.Time
 	for _, at := range got {
 		if first.IsZero() || at.Before(first) {
 			first = at
@@ -499,7 +500,7 @@ func spread(got map[string]time.Time) (first, last time.Time) {
 			last = at
 		}
 	}
-	return first, last
+	return float64(len(got)-1) / last.Sub(first).Seconds()
 }
 
 // newPoster returns what the bare and the fed loops post with: a signed

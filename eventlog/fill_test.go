@@ -33,16 +33,20 @@ func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 	n := int(last - from + 1)
 
 	js := l.JetStreamForTest()
-	before := map[string][]string{} // the consumers on each stream before
-	for name := range js.StreamNames(ctx).Name() {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
+	consumers := func() map[string][]string { // each stream's
+		out := map[string][]string{}
+		for name := range js.StreamNames(ctx).Name() {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range s.ConsumerNames(ctx).Name() {
+				out[name] = append(out[name], c)
+			}
 		}
-		for c := range s.ConsumerNames(ctx).Name() {
-			before[name] = append(before[name], c)
-		}
+		return out
 	}
+	before := consumers()
 
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -61,12 +65,8 @@ func TestFeedRawHandsEachMessageOnce(t *testing.T) {
 		t.Fatalf("fed %+v, %d calls over %d distinct messages: want %d each, 1 failed", r, calls, len(seen), n)
 	}
 	// Both consumers are gone (before Follow below makes its own).
-	for name := range js.StreamNames(ctx).Name() {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for c := range s.ConsumerNames(ctx).Name() {
+	for name, cs := range consumers() {
+		for _, c := range cs {
 			if !slices.Contains(before[name], c) {
 				t.Errorf("consumer %s left on %s", c, name)
 			}

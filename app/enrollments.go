@@ -185,7 +185,7 @@ func (s *Service) UpdateEnrollment(ctx context.Context, partner, id string, valu
 	if g.Value > cur.Giving.Value && cur.Status != domain.EnrollmentPendingConsent && !cur.Status.Final() {
 		// Only the donor can consent to more; a donor whose phone was
 		// erased cannot confirm it's them any more.
-		if err := s.CheckDonor(ctx, cur.DonorID); errors.Is(err, ErrDonorForgotten) {
+		if err := s.checkEnrollmentDonor(ctx, cur); errors.Is(err, ErrDonorForgotten) {
 			return Enrollment{}, domain.ProblemConflict.New("The donor's details were erased, so they cannot consent to a higher value; the enrollment keeps its value.")
 		} else if err != nil {
 			return Enrollment{}, err
@@ -251,7 +251,7 @@ func (s *Service) openConsent(ctx context.Context, e Enrollment, req *domain.Enr
 		return "", err
 	}
 	n := domain.NewSession{
-		ID: req.ConsentSessionID, PartnerID: e.PartnerID, ChurchID: e.ChurchID, DonorID: origin.DonorID,
+		ID: req.ConsentSessionID, PartnerID: e.PartnerID, ChurchID: e.ChurchID, DonorID: origin.DonorID, Phone: origin.Phone,
 		Giving: domain.Giving{Mode: e.Giving.Mode, Value: req.Value}, RedirectURL: origin.RedirectURL,
 		TokenHash: domain.HashSecret(s.flowToken(req.ConsentSessionID)),
 		Purpose:   domain.SessionPurposeUpdate, EnrollmentID: e.ID, Previous: e.Giving, ExpiresAt: expires,

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -67,16 +68,34 @@ func (s *Service) SessionFromLedger(ctx context.Context, sess domain.Session) (d
 	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
 }
 
-// CheckDonor reports ErrDonorForgotten when the donor's phone is gone.
-func (s *Service) CheckDonor(ctx context.Context, donorID string) error {
-	_, err := s.vault.Phone(ctx, donorID)
+// CheckDonor reports ErrDonorForgotten when the session's donor's phone is
+// gone.
+func (s *Service) CheckDonor(ctx context.Context, sess domain.Session) error {
+	_, err := s.phone(ctx, sess)
 	return err
 }
 
-// PhoneEnding is the last two digits of the donor's phone, all the flow
-// ever shows of it.
-func (s *Service) PhoneEnding(ctx context.Context, donorID string) (string, error) {
-	phone, err := s.vault.Phone(ctx, donorID)
+// checkEnrollmentDonor is CheckDonor for the session that enrolled e.
+func (s *Service) checkEnrollmentDonor(ctx context.Context, e Enrollment) error {
+	sess, ok, err := s.store.Session(e.PartnerID, e.SessionID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("enrollment %s: its donor session %s is not in the projections", e.ID, e.SessionID)
+	}
+	return s.CheckDonor(ctx, sess)
+}
+
+// phone is the session's donor's phone, from the vault.
+func (s *Service) phone(ctx context.Context, sess domain.Session) (string, error) {
+	return s.vault.Phone(ctx, sess.DonorID, sess.Phone)
+}
+
+// PhoneEnding is the last two digits of the session's donor's phone, all
+// the flow ever shows of it.
+func (s *Service) PhoneEnding(ctx context.Context, sess domain.Session) (string, error) {
+	phone, err := s.phone(ctx, sess)
 	if err != nil {
 		return "", err
 	}
@@ -85,7 +104,7 @@ func (s *Service) PhoneEnding(ctx context.Context, donorID string) (string, erro
 
 // SendCode sends a verification code (the first, or a resend).
 func (s *Service) SendCode(ctx context.Context, sess domain.Session, now time.Time) error {
-	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	phone, err := s.phone(ctx, sess)
 	if err != nil {
 		return err
 	}
@@ -117,7 +136,7 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 	if _, err := domain.CheckCode(&probe, false, now); err != nil {
 		return CodeCheck{}, err
 	}
-	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	phone, err := s.phone(ctx, sess)
 	if err != nil {
 		return CodeCheck{}, err
 	}
@@ -180,7 +199,7 @@ func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Tim
 	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
 		return nil
 	}
-	phone, err := s.vault.Phone(ctx, sess.DonorID)
+	phone, err := s.phone(ctx, sess)
 	if err != nil {
 		return err
 	}

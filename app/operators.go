@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -121,23 +120,44 @@ func (o *Operators) scan(ctx context.Context, eventType string, visit func(domai
 // keeps the donor id, which without the phone identifies no one). With a
 // partner, it refuses unless the donor has a session with that partner.
 // erased is false when no phone was stored (already erased, or never).
-func (o *Operators) ForgetDonor(ctx context.Context, donorID, partner string) (erased bool, err error) {
-	if partner != "" {
-		var ok bool
+//
+// The donor's sessions carry the phone sealed with phone keys; erasing them
+// (eventlog.Vault.Erase) first moves the other donors they sealed to vault
+// entries of their own, so the ledger is read for the sessions twice: the
+// donor's, then those sharing its keys. An erasure can wait up to
+// PhoneKeyTimes.SealFor + Settle for a key that still seals.
+func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, donorID, partner string) (erased bool, err error) {
+	vault, err := o.ledger.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
+	if err != nil {
+		return false, err
+	}
+	var own []domain.SealedPhone
+	withPartner := partner == ""
+	err = o.scan(ctx, "donor_session.created", func(ev domain.Event) bool {
+		p := ev.Payload.(*domain.SessionCreated)
+		if p.DonorID == donorID {
+			withPartner = withPartner || ev.PartnerID == partner
+			if p.Phone != nil {
+				own = append(own, *p.Phone)
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return false, err
+	}
+	if !withPartner {
+		return false, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
+	}
+	return vault.Erase(ctx, donorID, own, func(ctx context.Context, keys map[string]bool) ([]eventlog.SealedFor, error) {
+		var out []eventlog.SealedFor
 		err := o.scan(ctx, "donor_session.created", func(ev domain.Event) bool {
-			ok = ev.PartnerID == partner && ev.Payload.(*domain.SessionCreated).DonorID == donorID
-			return ok
+			p := ev.Payload.(*domain.SessionCreated)
+			if p.Phone != nil && keys[p.Phone.Key] {
+				out = append(out, eventlog.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
+			}
+			return false
 		})
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			return false, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
-		}
-	}
-	err = o.ledger.ForgetDonor(ctx, donorID)
-	if errors.Is(err, eventlog.ErrForgotten) {
-		return false, nil
-	}
-	return err == nil, err
+		return out, err
+	})
 }

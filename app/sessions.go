@@ -35,16 +35,23 @@ type CreatedSession struct {
 
 // CreateSession opens a donor session. Every field is checked and all the
 // faults are reported at once; the phone is never echoed in an error. The
-// phone goes only into the vault, under the donor's id.
+// session's event carries the phone sealed by the vault (one synced write
+// for the two), and the donor's id.
 func (s *Service) CreateSession(ctx context.Context, partner string, req SessionRequest) (CreatedSession, error) {
 	n, phone, err := s.validateSession(partner, req)
 	if err != nil {
 		return CreatedSession{}, err
 	}
 	n.DonorID = s.vault.DonorID(partner, phone)
-	if err := s.vault.Put(ctx, n.DonorID, phone); err != nil {
+	sealed, storeBy, err := s.vault.SealPhone(ctx, n.DonorID, phone)
+	if err != nil {
 		return CreatedSession{}, err
 	}
+	n.Phone = &sealed
+	// The phone key may be erased once storeBy has passed: an append still
+	// under way then is given up, and a retry seals with the next key.
+	ctx, cancel := context.WithDeadline(ctx, storeBy)
+	defer cancel()
 	n.ID = domain.NewID(domain.PrefixSession)
 	out, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: n.ID, New: true,

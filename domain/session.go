@@ -85,6 +85,18 @@ type SessionCreated struct {
 	Purpose       SessionPurpose `json:"purpose,omitempty"`
 	EnrollmentID  string         `json:"enrollment_id,omitempty"`
 	PreviousValue Hundredths     `json:"previous_value,omitempty"`
+	// Phone is the donor's phone, sealed with a phone key the vault holds:
+	// stored in the session's own synced write, unreadable for good once
+	// the key is erased. A re-consent session carries its origin's.
+	Phone *SealedPhone `json:"phone,omitempty"`
+}
+
+// SealedPhone is a donor's phone as a session carries it: AES-GCM sealed
+// with the vault's phone key Key, bound to the donor id. Only the vault
+// opens it, and erasing the key (forgetting a donor) makes it random bytes.
+type SealedPhone struct {
+	Key    string `json:"key"`
+	Sealed []byte `json:"sealed"`
 }
 
 // SessionOpened binds the session to the first browser that opened its url.
@@ -221,6 +233,9 @@ type Session struct {
 	// value asked for, Previous the one the enrollment has.
 	Purpose  SessionPurpose `json:"purpose,omitempty"`
 	Previous Giving         `json:"previous,omitzero"`
+	// Phone is the donor's sealed phone (SessionCreated.Phone); nil for a
+	// session of a donor whose phone has its own vault entry.
+	Phone *SealedPhone `json:"phone,omitempty"`
 }
 
 // Exists reports whether the session was created.
@@ -236,6 +251,7 @@ func (s *Session) Apply(e Event) {
 		s.ExpiresAt, _ = time.Parse(TimeLayout, p.ExpiresAt)
 		s.Status = SessionOpen
 		s.Purpose, s.EnrollmentID, s.Previous = p.Purpose, p.EnrollmentID, Giving{Mode: p.Mode, Value: p.PreviousValue}
+		s.Phone = p.Phone
 	case *SessionOpened:
 		s.BindingHash = p.BindingHash
 	case *CodeSent:
@@ -309,6 +325,8 @@ type NewSession struct {
 	EnrollmentID string
 	Previous     Giving
 	ExpiresAt    time.Time
+	// Phone is the donor's phone, sealed by the vault.
+	Phone *SealedPhone
 }
 
 // CreateSession decides opening a donor session that expires after
@@ -319,7 +337,7 @@ func CreateSession(s *Session, n NewSession, now time.Time) (Event, error) {
 	}
 	ev := NewEvent(n.PartnerID, n.ID, n.ChurchID, now, &SessionCreated{
 		DonorID: n.DonorID, Mode: n.Giving.Mode, Value: n.Giving.Value, RedirectURL: n.RedirectURL, TokenHash: n.TokenHash,
-		Purpose: n.Purpose, EnrollmentID: n.EnrollmentID, PreviousValue: n.Previous.Value,
+		Purpose: n.Purpose, EnrollmentID: n.EnrollmentID, PreviousValue: n.Previous.Value, Phone: n.Phone,
 	})
 	expires := ev.OccurredAt.Add(SessionLifetime)
 	if !n.ExpiresAt.IsZero() {

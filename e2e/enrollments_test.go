@@ -361,7 +361,7 @@ func TestEnrollmentLifecycle(t *testing.T) {
 			DonorID string `json:"donor_id"`
 		}
 		c.Do(http.MethodGet, "/v1/enrollments/"+en4, nil, nil).JSON(t, &e)
-		if _, err := ts.Operators.ForgetDonor(context.Background(), e.DonorID, ""); err != nil {
+		if _, err := ts.Operators.ForgetDonor(context.Background(), ts.Secrets, e.DonorID, ""); err != nil {
 			t.Fatal(err)
 		}
 		resp, _ := move(t, c, en4, "update", `{"value":4}`, http.StatusConflict)

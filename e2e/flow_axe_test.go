@@ -170,11 +170,7 @@ func TestFlowPagesAxe(t *testing.T) {
 
 	t.Run("a forgotten donor", func(t *testing.T) {
 		s, tb := session(t, "+12025550100")
-		vault, err := ts.Ledger.OpenVault(context.Background(), ts.Secrets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := vault.Forget(context.Background(), s.DonorID); err != nil {
+		if _, err := ts.Operators.ForgetDonor(context.Background(), ts.Secrets, s.DonorID, ""); err != nil {
 			t.Fatal(err)
 		}
 		tb.open(s.URL, "This link can no longer be used")

@@ -166,6 +166,9 @@ func openStack(t testing.TB, opts ...stackOption) *testStack {
 		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir()},
 		RateLimit: httpapi.RateLimit{PerSecond: 10000, Burst: 10000},
 		Log:       zerolog.New(logs),
+		// Short phone keys, so that forgetting a donor waits half a second
+		// for the key to close, not a minute and a half.
+		PhoneKeys: eventlog.PhoneKeyTimes{SealFor: 200 * time.Millisecond, Settle: 300 * time.Millisecond},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -1704,4 +1707,24 @@ func checkReadBack(t *testing.T, client *http.Client, base string, j *writeJob) 
 		}
 	}
 	return id
+}
+
+// donorPhone reads the phone of a session's donor from the vault, as the
+// hosted flow does.
+func donorPhone(t *testing.T, ts *testStack, partner, sessionID string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Projector.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sess, ok, err := ts.Store.Session(partner, sessionID)
+	if err != nil || !ok {
+		t.Fatalf("session %s: %v, %v", sessionID, ok, err)
+	}
+	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets, eventlog.PhoneKeyTimes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vault.Phone(ctx, sess.DonorID, sess.Phone)
 }

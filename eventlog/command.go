@@ -213,6 +213,14 @@ func (l *Ledger) history(ctx context.Context, cmd Command) (History, error) {
 func backoff(ctx context.Context, attempt int) error {
 	d := time.Millisecond << min(attempt-1, 7)
 	d += time.Duration(rand.Int64N(int64(d) + 1))
+	return sleep(ctx, d)
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

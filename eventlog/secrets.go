@@ -48,6 +48,20 @@ func LoadSecrets(configured, dataDir string) (*Secrets, error) {
 	return &Secrets{master: key}, nil
 }
 
+// ReadSecrets is LoadSecrets for a process that must use the service's
+// master key and never make one, such as an operator command reaching a
+// running instance: the key is configured, or already in the data directory.
+func ReadSecrets(configured, dataDir string) (*Secrets, error) {
+	if configured != "" || dataDir == "" {
+		return LoadSecrets(configured, dataDir)
+	}
+	key, err := readKeyFile(filepath.Join(dataDir, masterKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w (give the service's with --master-key, or --data its data directory)", err)
+	}
+	return &Secrets{master: key}, nil
+}
+
 // NATSTokenFile is where the embedded NATS server keeps the token every
 // client must present.
 const NATSTokenFile = "nats.token"
@@ -160,8 +174,11 @@ type Sealer struct {
 }
 
 // Sealer returns the AES-GCM sealer for one purpose.
-func (s *Secrets) Sealer(purpose string) *Sealer {
-	block, err := aes.NewCipher(s.Key(purpose))
+func (s *Secrets) Sealer(purpose string) *Sealer { return newSealer(s.Key(purpose)) }
+
+// newSealer returns the AES-GCM sealer of a 32-byte key.
+func newSealer(key []byte) *Sealer {
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		panic("eventlog: aes: " + err.Error())
 	}

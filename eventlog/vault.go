@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/segmentio/ksuid"
@@ -14,15 +15,23 @@ import (
 )
 
 // Vault keeps donor phone numbers, the service's only PII, encrypted with
-// AES-GCM in a JetStream KV bucket shared by every instance. Nothing else
-// stores a phone: events, projections, logs and responses carry the donor
-// id. Forgetting a donor overwrites the stored ciphertext and purges the
-// key, so the phone is gone for good while the ledger stays intact.
+// AES-GCM, in a JetStream KV bucket shared by every instance. A session's
+// event carries its donor's phone sealed with a phone key the vault holds
+// (phonekeys.go); a donor whose key was erased for another donor's sake
+// has an entry of their own, under the donor id. Nothing else stores a
+// phone: events, projections, logs and responses carry the donor id and,
+// in internal events only, the sealed phone. Forgetting a donor overwrites
+// the stored keys and entry and purges them, so the phone is gone for good
+// while the ledger stays intact.
 type Vault struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
 	seal   *Sealer
 	donor  []byte
+	times  PhoneKeyTimes
+
+	mu      sync.Mutex
+	current *phoneKey
 }
 
 // OpenVault opens the vault bucket. Its backing stream is created here
@@ -30,23 +39,12 @@ type Vault struct {
 // erasing a phone for good needs JetStream's secure delete, which overwrites
 // the stored bytes; a purge alone would leave the ciphertext in the block
 // files until compaction. Otherwise it is an ordinary one-revision bucket.
-func (l *Ledger) OpenVault(ctx context.Context, secrets *Secrets) (*Vault, error) {
+func (l *Ledger) OpenVault(ctx context.Context, secrets *Secrets, times PhoneKeyTimes) (*Vault, error) {
 	stream, kv, err := l.vaultBucket(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Vault{kv: kv, stream: stream, seal: secrets.Sealer("vault"), donor: secrets.Key("donor-id")}, nil
-}
-
-// ForgetDonor erases a donor's phone as Vault.Forget does. It needs no keys
-// (erasing ciphertext does not read it), so an operator tool can run it
-// without the master key.
-func (l *Ledger) ForgetDonor(ctx context.Context, donorID string) error {
-	stream, kv, err := l.vaultBucket(ctx)
-	if err != nil {
-		return err
-	}
-	return forget(ctx, kv, stream, donorID)
+	return &Vault{kv: kv, stream: stream, seal: secrets.Sealer("vault"), donor: secrets.Key("donor-id"), times: times.withDefaults()}, nil
 }
 
 func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.KeyValue, error) {
@@ -93,14 +91,11 @@ func (v *Vault) DonorID(partnerID, phone string) string {
 	return domain.PrefixDonor + id.String()
 }
 
-// Put stores the donor's phone, unless the vault already holds it. A donor
-// id is a keyed hash of the partner and the phone, so a stored entry for the
-// id is this very phone. The store is conditional on the key holding nothing
-// (or a forgotten entry), checked by the stream's leader: a new donor costs
-// one round trip and one synced write, a returning donor two round trips (the
-// refused store, then the client's look at whether the key holds a forgotten
-// entry) and no write. Donor sessions are mostly new donors' (a donor
-// enrolls once), for whom the read before the store was a round trip more.
+// Put stores the donor's phone in an entry of its own, unless the vault
+// already holds one. A donor id is a keyed hash of the partner and the
+// phone, so a stored entry for the id is this very phone. The store is
+// conditional on the key holding nothing (or a forgotten entry), checked by
+// the stream's leader: one round trip and one synced write.
 func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
 	_, err := v.kv.Create(ctx, donorID, v.seal.Seal([]byte(phone), []byte(donorID)))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
@@ -113,8 +108,8 @@ func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
 // or erased.
 var ErrForgotten = errors.New("vault: no phone for this donor")
 
-// Phone returns the donor's phone.
-func (v *Vault) Phone(ctx context.Context, donorID string) (string, error) {
+// ownPhone returns the phone in the donor's own entry.
+func (v *Vault) ownPhone(ctx context.Context, donorID string) (string, error) {
 	entry, err := v.kv.Get(ctx, donorID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return "", ErrForgotten
@@ -129,16 +124,13 @@ func (v *Vault) Phone(ctx context.Context, donorID string) (string, error) {
 	return string(phone), nil
 }
 
-// Forget erases the donor's phone: every stored revision is overwritten on
-// disk (JetStream secure erase), then the key is purged.
-func (v *Vault) Forget(ctx context.Context, donorID string) error {
-	return forget(ctx, v.kv, v.stream, donorID)
-}
-
-func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream, donorID string) error {
+// forget erases the entry under key, a donor's or a phone key's: every
+// stored revision is overwritten on disk (JetStream secure erase), then the
+// key is purged.
+func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream, key string) error {
 	found := false
 	for {
-		entry, err := kv.Get(ctx, donorID)
+		entry, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			break
 		}
@@ -153,7 +145,7 @@ func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream,
 	if !found {
 		return ErrForgotten
 	}
-	if err := kv.Purge(ctx, donorID); err != nil {
+	if err := kv.Purge(ctx, key); err != nil {
 		return natsErr("vault forget: purge", err)
 	}
 	return nil

@@ -8,13 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
-func TestVaultForgetErasesThePhoneFromDisk(t *testing.T) {
+// The vault's whole life: phones sealed into sessions' events with one
+// phone key a window, opened while the key lasts, erased for good with it,
+// the other donors the key sealed moved to entries of their own first.
+func TestVaultErasesPhonesForGood(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	l := eventlogtest.OpenAt(t, domain.Sandbox, dir)
@@ -22,12 +26,14 @@ func TestVaultForgetErasesThePhoneFromDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := l.OpenVault(ctx, secrets)
+	times := eventlog.PhoneKeyTimes{SealFor: 300 * time.Millisecond, Settle: 300 * time.Millisecond}
+	v, err := l.OpenVault(ctx, secrets, times)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := v.DonorID("pt_a", "+12025550100")
-	if a != v.DonorID("pt_a", "+12025550100") || a == v.DonorID("pt_b", "+12025550100") || !domain.ValidID(domain.PrefixDonor, a) {
+	const phoneA, phoneB, phoneC = "+12025550100", "+12025550101", "+12025550102"
+	a, b, c := v.DonorID("pt_a", phoneA), v.DonorID("pt_a", phoneB), v.DonorID("pt_a", phoneC)
+	if a != v.DonorID("pt_a", phoneA) || a == v.DonorID("pt_b", phoneA) || !domain.ValidID(domain.PrefixDonor, a) {
 		t.Fatalf("donor ids: same partner must match, other partner must differ, id must be well formed: %s", a)
 	}
 	// stored reports how many messages the vault's stream has taken.
@@ -43,48 +49,112 @@ func TestVaultForgetErasesThePhoneFromDisk(t *testing.T) {
 		}
 		return info.State.LastSeq
 	}
-	if err := v.Put(ctx, a, "+12025550100"); err != nil {
+	seal := func(donor, phone string) domain.SealedPhone {
+		t.Helper()
+		p, storeBy, err := v.SealPhone(ctx, donor, phone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Until(storeBy); d <= 0 || d > times.SealFor+times.Settle {
+			t.Fatalf("store by %v from now; want within SealFor+Settle", d)
+		}
+		return p
+	}
+	phone := func(donor string, p *domain.SealedPhone) (string, error) {
+		t.Helper()
+		return v.Phone(ctx, donor, p)
+	}
+	first := time.Now()
+	sa, sb := seal(a, phoneA), seal(b, phoneB)
+	if sa.Key != sb.Key || stored() != 1 {
+		t.Fatalf("two phones in one window: keys %s and %s, %d vault writes; want one key, one write", sa.Key, sb.Key, stored())
+	}
+	if bytes.Contains(sa.Sealed, []byte(phoneA[1:])) {
+		t.Fatal("the sealed phone holds its digits")
+	}
+	if got, err := phone(a, &sa); err != nil || got != phoneA {
+		t.Fatalf("a's phone = %q, %v", got, err)
+	}
+	if _, err := phone(b, &sa); err == nil || errors.Is(err, eventlog.ErrForgotten) {
+		t.Fatalf("a's sealed phone opened as b's: %v; want a failure to open", err)
+	}
+	if _, err := phone(c, nil); !errors.Is(err, eventlog.ErrForgotten) {
+		t.Fatalf("a phone never stored: %v", err)
+	}
+	time.Sleep(times.SealFor)
+	sc := seal(c, phoneC)
+	if sc.Key == sa.Key || stored() != 2 {
+		t.Fatalf("after the window: key %s (first %s), %d vault writes; want a new key", sc.Key, sa.Key, stored())
+	}
+	every := []eventlog.SealedFor{{DonorID: a, Phone: sa}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
+	var asked map[string]bool
+	sharing := func(_ context.Context, keys map[string]bool) ([]eventlog.SealedFor, error) {
+		asked = keys
+		return every, nil
+	}
+
+	erased, err := v.Erase(ctx, a, []domain.SealedPhone{sa, sa}, sharing)
+	if err != nil || !erased {
+		t.Fatalf("erase a: %v, %v", erased, err)
+	}
+	if waited := time.Since(first); waited < times.SealFor+times.Settle {
+		t.Fatalf("the key was erased %v after it was made; want after SealFor+Settle", waited)
+	}
+	if len(asked) != 1 || !asked[sa.Key] {
+		t.Fatalf("asked for the sessions sharing %v; want only a's key", asked)
+	}
+	if _, err := phone(a, &sa); !errors.Is(err, eventlog.ErrForgotten) {
+		t.Fatalf("a after erase: %v", err)
+	}
+	if got, err := phone(b, &sb); err != nil || got != phoneB {
+		t.Fatalf("b, who shared a's key, after a's erase: %q, %v", got, err)
+	}
+	if got, err := phone(c, &sc); err != nil || got != phoneC {
+		t.Fatalf("c, on another key, after a's erase: %q, %v", got, err)
+	}
+	if erased, err := v.Erase(ctx, a, []domain.SealedPhone{sa}, sharing); err != nil || erased {
+		t.Fatalf("second erase of a: %v, %v; want nothing erased", erased, err)
+	}
+
+	// b comes back: the new session seals with the key of the moment; the
+	// erase takes both the key and b's own entry.
+	sb2 := seal(b, phoneB)
+	erased, err = v.Erase(ctx, b, []domain.SealedPhone{sb, sb2}, sharing)
+	if err != nil || !erased {
+		t.Fatalf("erase b: %v, %v", erased, err)
+	}
+	for _, p := range []domain.SealedPhone{sb, sb2} {
+		if _, err := phone(b, &p); !errors.Is(err, eventlog.ErrForgotten) {
+			t.Fatalf("b after erase, key %s: %v", p.Key, err)
+		}
+	}
+	if got, err := phone(c, &sc); err != nil || got != phoneC {
+		t.Fatalf("c after b's erase: %q, %v", got, err)
+	}
+	// A donor's own entry is written once, and erased with the donor.
+	if err := v.Put(ctx, a, phoneA); err != nil {
 		t.Fatal(err)
 	}
-	// A returning donor writes nothing.
-	if err := v.Put(ctx, a, "+12025550100"); err != nil {
-		t.Fatal(err)
+	before := stored()
+	if err := v.Put(ctx, a, phoneA); err != nil || stored() != before {
+		t.Fatalf("a returning donor's own entry written again: %v, %d → %d", err, before, stored())
 	}
-	if n := stored(); n != 1 {
-		t.Fatalf("the vault stored %d messages for one donor put twice; want 1", n)
+	if erased, err := v.Erase(ctx, a, nil, sharing); err != nil || !erased {
+		t.Fatalf("erase a's own entry: %v, %v", erased, err)
 	}
-	if got, err := v.Phone(ctx, a); err != nil || got != "+12025550100" {
-		t.Fatalf("phone = %q, %v", got, err)
+	if _, err := phone(a, nil); !errors.Is(err, eventlog.ErrForgotten) {
+		t.Fatalf("a's own entry after erase: %v", err)
 	}
-	if err := v.Forget(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.Phone(ctx, a); !errors.Is(err, eventlog.ErrForgotten) {
-		t.Fatalf("after forget: %v", err)
-	}
-	if err := v.Forget(ctx, a); !errors.Is(err, eventlog.ErrForgotten) {
-		t.Fatalf("second forget: %v", err)
-	}
-	// A forgotten donor who comes back is stored again, and can be
-	// forgotten again.
-	if err := v.Put(ctx, a, "+12025550100"); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := v.Phone(ctx, a); err != nil || got != "+12025550100" {
-		t.Fatalf("phone after coming back = %q, %v", got, err)
-	}
-	if err := v.Forget(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	// The sealed phone never sits on disk in clear, and nothing holds its
-	// digits.
+	// Nothing holds a phone's digits in clear.
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() {
 			return err
 		}
 		data, _ := os.ReadFile(p)
-		if bytes.Contains(data, []byte("2025550100")) {
-			t.Errorf("%s holds the phone digits", strings.TrimPrefix(p, dir))
+		for _, ph := range []string{phoneA, phoneB, phoneC} {
+			if bytes.Contains(data, []byte(ph[2:])) {
+				t.Errorf("%s holds the digits of %s", strings.TrimPrefix(p, dir), ph)
+			}
 		}
 		return nil
 	})

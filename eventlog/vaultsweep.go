@@ -8,11 +8,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A session's phone is stored in the vault just before the session's event
-// is appended to the ledger; a crash in between leaves a phone that no
+// A donor's own vault entry is written for a donor a session refers to:
+// one moved out of a phone key that is being erased (Vault.Erase), or, by
+// builds before sessions carried their phones, just before the session's
+// event was appended, where a crash in between left a phone that no
 // session refers to. The sweep looks at each stored phone once, when it is
 // old enough that its session would long be in the ledger, and erases it if
-// no session refers to it. It follows a durable consumer on the vault's
+// no session refers to it. Phone keys are not phones: a key no session used
+// (a crash after it was made) seals nothing, and the sweep leaves keys be. It follows a durable consumer on the vault's
 // stream, so it costs what is stored, not what the vault holds, and resumes
 // where it stopped after a restart; every instance may run it.
 
@@ -52,6 +55,10 @@ func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace
 	if op := m.Headers().Get("KV-Operation"); op != "" {
 		return m.Ack() // an erasure's marker, not a phone
 	}
+	donor := strings.TrimPrefix(m.Subject(), prefix)
+	if strings.HasPrefix(donor, phoneKeyPrefix) {
+		return m.Ack()
+	}
 	meta, err := m.Metadata()
 	if err != nil {
 		return m.Term()
@@ -59,14 +66,13 @@ func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace
 	if age := time.Since(meta.Timestamp); age < grace {
 		return m.NakWithDelay(grace - age)
 	}
-	donor := strings.TrimPrefix(m.Subject(), prefix)
 	ok, err := referenced(ctx, donor)
 	if err != nil {
 		_ = m.NakWithDelay(time.Minute)
 		return nil
 	}
 	if !ok {
-		if err := v.Forget(ctx, donor); err != nil && err != ErrForgotten {
+		if err := forget(ctx, v.kv, v.stream, donor); err != nil && err != ErrForgotten {
 			_ = m.NakWithDelay(time.Minute)
 			return nil
 		}

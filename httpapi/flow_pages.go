@@ -114,7 +114,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	step := sess.Step(f.now)
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
-		if err := s.app.CheckDonor(ctx, sess.DonorID); err != nil {
+		if err := s.app.CheckDonor(ctx, sess); err != nil {
 			s.flowVaultFail(w, r, err)
 			return
 		}
@@ -130,7 +130,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	}
 	switch step {
 	case domain.StepVerifyPhone:
-		ending, err := s.app.PhoneEnding(ctx, sess.DonorID)
+		ending, err := s.app.PhoneEnding(ctx, sess)
 		if err != nil {
 			s.flowVaultFail(w, r, err)
 			return

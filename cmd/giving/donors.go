@@ -9,12 +9,16 @@ import (
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // runDonorsForget erases a donor's phone from the vault for good. The ledger
 // keeps the donor id, which without the phone identifies no one. Like the
 // other operator commands it works against a running instance or directly
-// on the data directory.
+// on the data directory. It needs the service's master key (--master-key,
+// or the one in --data): the donors who shared the erased phone keys are
+// moved to vault entries of their own. It may wait up to a minute and a
+// half for a phone key that still seals.
 func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("giving donors forget", flag.ContinueOnError)
 	var lf ledgerFlags
@@ -40,13 +44,17 @@ func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Write
 	if *partner != "" && !domain.ValidID(domain.PrefixPartner, *partner) {
 		return usageError{fmt.Sprintf("--partner %q is not a partner id (pt_...)", *partner)}
 	}
+	secrets, err := eventlog.ReadSecrets(lf.masterKey, lf.data)
+	if err != nil {
+		return err
+	}
 	l, via, err := openLedgerCLI(ctx, &lf)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	fmt.Fprintf(stderr, "(via %s)\n", via)
-	erased, err := app.NewOperators(l).ForgetDonor(ctx, donor, *partner)
+	erased, err := app.NewOperators(l).ForgetDonor(ctx, secrets, donor, *partner)
 	if err != nil {
 		return err
 	}

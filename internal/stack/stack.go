@@ -48,6 +48,9 @@ type Config struct {
 	// VaultGrace is how old an unreferenced stored phone gets before the
 	// vault sweep erases it; 0 means app.VaultGrace.
 	VaultGrace time.Duration
+	// PhoneKeys says how long a phone key seals; zero values are
+	// eventlog's defaults.
+	PhoneKeys eventlog.PhoneKeyTimes
 	// Webhooks tunes the dispatcher; its environment and log come from the
 	// stack.
 	Webhooks dispatcher.Config
@@ -144,7 +147,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if s.presence, err = s.Ledger.OpenPresence(ctx, instance, 5*time.Second); err != nil {
 		return err
 	}
-	vault, err := s.Ledger.OpenVault(ctx, s.Secrets)
+	vault, err := s.Ledger.OpenVault(ctx, s.Secrets, cfg.PhoneKeys)
 	if err != nil {
 		return err
 	}

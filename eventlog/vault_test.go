@@ -86,7 +86,10 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if sc.Key == sa.Key || stored() != 2 {
 		t.Fatalf("after the window: key %s (first %s), %d vault writes; want a new key", sc.Key, sa.Key, stored())
 	}
-	every := []eventlog.SealedFor{{DonorID: a, Phone: sa}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
+	// A phone the key cannot open (here c's, sealed with the other key)
+	// does not stop the erasure, nor is it moved.
+	damaged := domain.SealedPhone{Key: sa.Key, Sealed: sc.Sealed}
+	every := []eventlog.SealedFor{{DonorID: a, Phone: sa}, {DonorID: c, Phone: damaged}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
 	var asked map[string]bool
 	sharing := func(_ context.Context, keys map[string]bool) ([]eventlog.SealedFor, error) {
 		asked = keys
@@ -111,6 +114,9 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	}
 	if got, err := phone(c, &sc); err != nil || got != phoneC {
 		t.Fatalf("c, on another key, after a's erase: %q, %v", got, err)
+	}
+	if _, err := phone(c, nil); !errors.Is(err, eventlog.ErrForgotten) {
+		t.Fatalf("c got an entry of its own from a phone a's key could not open: %v", err)
 	}
 	if erased, err := v.Erase(ctx, a, []domain.SealedPhone{sa}, sharing); err != nil || erased {
 		t.Fatalf("second erase of a: %v, %v; want nothing erased", erased, err)

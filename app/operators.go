@@ -123,9 +123,9 @@ func (o *Operators) scan(ctx context.Context, eventType string, visit func(domai
 //
 // The donor's sessions carry the phone sealed with phone keys; erasing them
 // (eventlog.Vault.Erase) first moves the other donors they sealed to vault
-// entries of their own, so the ledger is read for the sessions twice: the
-// donor's, then those sharing its keys. An erasure can wait up to
-// PhoneKeyTimes.SealFor + Settle for a key that still seals.
+// entries of their own: the ledger's sessions are read for the donor's,
+// then, for each key, those stored while it sealed. An erasure can wait up
+// to PhoneKeyTimes.SealFor + Settle for a key that still seals.
 func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, donorID, partner string) (erased bool, err error) {
 	vault, err := o.ledger.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
 	if err != nil {
@@ -149,15 +149,35 @@ func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, 
 	if !withPartner {
 		return false, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
 	}
-	return vault.Erase(ctx, donorID, own, func(ctx context.Context, keys map[string]bool) ([]eventlog.SealedFor, error) {
-		var out []eventlog.SealedFor
-		err := o.scan(ctx, "donor_session.created", func(ev domain.Event) bool {
-			p := ev.Payload.(*domain.SessionCreated)
-			if p.Phone != nil && keys[p.Phone.Key] {
+	return vault.Erase(ctx, donorID, own, o.sealedWith)
+}
+
+// sealedWith returns the phones of the sessions stored between from and to
+// that key sealed: a read of the sessions created in a minute or two, not
+// of the ledger's history.
+func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Time) ([]eventlog.SealedFor, error) {
+	filter := o.ledger.Subjects().OfType("donor_session.created")
+	var out []eventlog.SealedFor
+	recs, pending, err := o.ledger.ReadSince(ctx, filter, from, 1000)
+	for {
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.Stored.After(to) {
+				return out, nil
+			}
+			ev, err := r.Event()
+			if err != nil {
+				return nil, err
+			}
+			if p := ev.Payload.(*domain.SessionCreated); p.Phone != nil && p.Phone.Key == key {
 				out = append(out, eventlog.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
 			}
-			return false
-		})
-		return out, err
-	})
+		}
+		if pending == 0 || len(recs) == 0 {
+			return out, nil
+		}
+		recs, pending, err = o.ledger.Read(ctx, filter, recs[len(recs)-1].Seq, 1000)
+	}
 }

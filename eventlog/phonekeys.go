@@ -123,26 +123,33 @@ func (v *Vault) sealingKey(ctx context.Context) (*phoneKey, error) {
 
 // storedKey is a phone key as the vault holds it, or ErrForgotten once it
 // is erased.
-func (v *Vault) storedKey(ctx context.Context, name string) (*Sealer, time.Time, error) {
+type storedKey struct {
+	sealer *Sealer
+	// stored is when the vault stored it; closes is when no event sealed
+	// with it can be stored any more (stored + OpenFor).
+	stored, closes time.Time
+}
+
+func (v *Vault) storedKey(ctx context.Context, name string) (storedKey, error) {
 	if !strings.HasPrefix(name, phoneKeyPrefix) {
-		return nil, time.Time{}, fmt.Errorf("vault: %q is not a phone key", name)
+		return storedKey{}, fmt.Errorf("vault: %q is not a phone key", name)
 	}
 	got, err := v.kv.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, time.Time{}, ErrForgotten
+		return storedKey{}, ErrForgotten
 	}
 	if err != nil {
-		return nil, time.Time{}, natsErr("vault: phone key", err)
+		return storedKey{}, natsErr("vault: phone key", err)
 	}
 	var entry phoneKeyEntry
 	if err := json.Unmarshal(got.Value(), &entry); err != nil {
-		return nil, time.Time{}, fmt.Errorf("vault: phone key %s: %w", name, err)
+		return storedKey{}, fmt.Errorf("vault: phone key %s: %w", name, err)
 	}
 	raw, err := v.seal.Open(entry.Key, []byte(name))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("vault: phone key %s: %w", name, err)
+		return storedKey{}, fmt.Errorf("vault: phone key %s: %w", name, err)
 	}
-	return newSealer(raw), got.Created().Add(time.Duration(entry.OpenFor) * time.Millisecond), nil
+	return storedKey{sealer: newSealer(raw), stored: got.Created(), closes: got.Created().Add(time.Duration(entry.OpenFor) * time.Millisecond)}, nil
 }
 
 // Phone returns the donor's phone: opened from sealed, the phone a session
@@ -151,9 +158,9 @@ func (v *Vault) storedKey(ctx context.Context, name string) (*Sealer, time.Time,
 // sessions carried phones). ErrForgotten when neither holds it.
 func (v *Vault) Phone(ctx context.Context, donorID string, sealed *domain.SealedPhone) (string, error) {
 	if sealed != nil {
-		sealer, _, err := v.storedKey(ctx, sealed.Key)
+		k, err := v.storedKey(ctx, sealed.Key)
 		if err == nil {
-			phone, err := sealer.Open(sealed.Sealed, []byte(donorID))
+			phone, err := k.sealer.Open(sealed.Sealed, []byte(donorID))
 			if err != nil {
 				return "", fmt.Errorf("vault: phone of %s: %w", donorID, err)
 			}
@@ -172,52 +179,53 @@ type SealedFor struct {
 	Phone   domain.SealedPhone
 }
 
+// clockSkew widens the time a key's sessions are looked for in, for the
+// clocks of the servers that stamp the vault's and the ledger's messages.
+const clockSkew = time.Minute
+
 // Erase forgets a donor's phone for good. own are the phones the donor's
-// sessions carry; sharing(keys) returns the phones of every session sealed
-// with one of keys, whoever they are of. Every other donor a key sealed is
-// moved to a vault entry of their own first, then the keys are erased
-// (JetStream secure erase), then the donor's own entry, if any. It waits
-// until no event sealed with the keys can still be stored (at most SealFor
-// plus Settle after the newest was made). Each step can be run again, so
-// an erasure cut short is finished by the next. erased is false when the
-// vault held none of the donor's phone.
-func (v *Vault) Erase(ctx context.Context, donorID string, own []domain.SealedPhone, sharing func(ctx context.Context, keys map[string]bool) ([]SealedFor, error)) (erased bool, err error) {
-	keys := map[string]*Sealer{}
+// sessions carry; sharing(key, from, to) returns the phones of the
+// sessions stored between from and to, whoever they are of, that key
+// sealed: every session a key sealed is stored after the key, and before
+// it closes. Every other donor a key sealed is moved to a vault entry of
+// their own first, then the keys are erased (JetStream secure erase), then
+// the donor's own entry, if any. It waits until no event sealed with the
+// keys can still be stored (at most SealFor plus Settle after the newest
+// was made). Each step can be run again, so an erasure cut short is
+// finished by the next. erased is false when the vault held none of the
+// donor's phone.
+func (v *Vault) Erase(ctx context.Context, donorID string, own []domain.SealedPhone, sharing func(ctx context.Context, key string, from, to time.Time) ([]SealedFor, error)) (erased bool, err error) {
+	keys := map[string]storedKey{}
 	var closes time.Time
 	for _, p := range own {
 		if _, seen := keys[p.Key]; seen {
 			continue
 		}
-		sealer, closed, err := v.storedKey(ctx, p.Key)
+		k, err := v.storedKey(ctx, p.Key)
 		if errors.Is(err, ErrForgotten) {
 			continue
 		}
 		if err != nil {
 			return false, err
 		}
-		keys[p.Key] = sealer
-		if closed.After(closes) {
-			closes = closed
+		keys[p.Key] = k
+		if k.closes.After(closes) {
+			closes = k.closes
 		}
 	}
-	if len(keys) > 0 {
-		if err := sleep(ctx, time.Until(closes)); err != nil {
-			return false, err
-		}
-		names := make(map[string]bool, len(keys))
-		for name := range keys {
-			names[name] = true
-		}
-		others, err := sharing(ctx, names)
+	if err := sleep(ctx, time.Until(closes)); err != nil {
+		return false, err
+	}
+	for name, k := range keys {
+		others, err := sharing(ctx, name, k.stored.Add(-clockSkew), k.closes.Add(clockSkew))
 		if err != nil {
 			return false, err
 		}
 		for _, o := range others {
-			sealer, ok := keys[o.Phone.Key]
-			if !ok || o.DonorID == donorID {
+			if o.Phone.Key != name || o.DonorID == donorID {
 				continue
 			}
-			phone, err := sealer.Open(o.Phone.Sealed, []byte(o.DonorID))
+			phone, err := k.sealer.Open(o.Phone.Sealed, []byte(o.DonorID))
 			if err != nil {
 				// Not a phone this key can open (damaged, or not sealed
 				// for this donor): the key's erasure takes nothing from
@@ -228,10 +236,8 @@ func (v *Vault) Erase(ctx context.Context, donorID string, own []domain.SealedPh
 				return false, err
 			}
 		}
-		for name := range keys {
-			if err := forget(ctx, v.kv, v.stream, name); err != nil && !errors.Is(err, ErrForgotten) {
-				return false, err
-			}
+		if err := forget(ctx, v.kv, v.stream, name); err != nil && !errors.Is(err, ErrForgotten) {
+			return false, err
 		}
 	}
 	err = forget(ctx, v.kv, v.stream, donorID)

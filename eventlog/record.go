@@ -203,6 +203,9 @@ type directGetRequest struct {
 	LastFor string `json:"last_by_subj,omitempty"`
 	Batch   int    `json:"batch,omitempty"`
 	UpToSeq uint64 `json:"up_to_seq,omitempty"`
+	// StartTime starts a batch at the first message stored at or after it
+	// (instead of Seq).
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // ErrNotFound means no stored event matched.
@@ -217,6 +220,21 @@ func (l *Ledger) Read(ctx context.Context, filter string, after uint64, max int)
 		max = 1
 	}
 	recs, pending, err := l.direct(ctx, directGetRequest{Seq: after + 1, NextFor: filter, Batch: max})
+	if errors.Is(err, ErrNotFound) {
+		return nil, 0, nil
+	}
+	return recs, pending, err
+}
+
+// ReadSince is Read from the first event stored at or after since: the
+// server finds its place from its index, so the cost follows the page, not
+// the history before it.
+func (l *Ledger) ReadSince(ctx context.Context, filter string, since time.Time, max int) ([]Record, uint64, error) {
+	if max <= 0 {
+		max = 1
+	}
+	since = since.UTC()
+	recs, pending, err := l.direct(ctx, directGetRequest{StartTime: &since, NextFor: filter, Batch: max})
 	if errors.Is(err, ErrNotFound) {
 		return nil, 0, nil
 	}

@@ -90,9 +90,14 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	// does not stop the erasure, nor is it moved.
 	damaged := domain.SealedPhone{Key: sa.Key, Sealed: sc.Sealed}
 	every := []eventlog.SealedFor{{DonorID: a, Phone: sa}, {DonorID: c, Phone: damaged}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
-	var asked map[string]bool
-	sharing := func(_ context.Context, keys map[string]bool) ([]eventlog.SealedFor, error) {
-		asked = keys
+	asked := map[string]bool{}
+	sharing := func(_ context.Context, key string, from, to time.Time) ([]eventlog.SealedFor, error) {
+		asked[key] = true
+		// The sessions a key sealed were stored after it, and before it
+		// closed.
+		if now := time.Now(); !from.Before(first) || !to.After(now) || to.Sub(from) > 10*time.Minute {
+			t.Errorf("sessions of key %s looked for between %v and %v; want around %v to now", key, from, to, first)
+		}
 		return every, nil
 	}
 
@@ -122,12 +127,16 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 		t.Fatalf("second erase of a: %v, %v; want nothing erased", erased, err)
 	}
 
+	clear(asked)
 	// b comes back: the new session seals with the key of the moment; the
 	// erase takes both the key and b's own entry.
 	sb2 := seal(b, phoneB)
 	erased, err = v.Erase(ctx, b, []domain.SealedPhone{sb, sb2}, sharing)
 	if err != nil || !erased {
 		t.Fatalf("erase b: %v, %v", erased, err)
+	}
+	if len(asked) != 1 || !asked[sb2.Key] {
+		t.Fatalf("asked for the sessions sharing %v; want only b's live key", asked)
 	}
 	for _, p := range []domain.SealedPhone{sb, sb2} {
 		if _, err := phone(b, &p); !errors.Is(err, eventlog.ErrForgotten) {

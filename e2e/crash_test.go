@@ -140,4 +140,43 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	if got, want := dumpStore(t, live2), dumpStore(t, rebuilt); !reflect.DeepEqual(got, want) {
 		t.Fatal("after the crashes, the live projections differ from a fresh replay")
 	}
+	// Every session the ledger holds carries a phone the vault opens, and
+	// it is the donor's: a kill between a phone key's write and the
+	// session's append leaves at most a key nothing sealed with.
+	secrets, err := eventlog.ReadSecrets("", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault, err := l.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := 0
+	var after uint64
+	for {
+		recs, pending, err := l.Read(ctx, l.Subjects().OfType("donor_session.created"), after, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			after = r.Seq
+			ev, err := r.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := ev.Payload.(*domain.SessionCreated)
+			phone, err := vault.Phone(ctx, p.DonorID, p.Phone)
+			if err != nil || p.Phone == nil || vault.DonorID(ev.PartnerID, phone) != p.DonorID {
+				t.Fatalf("session %s: its phone %v, sealed %v; want the donor's, opened with its key", ev.AggregateID, err, p.Phone != nil)
+			}
+			sessions++
+		}
+		if pending == 0 || len(recs) == 0 {
+			break
+		}
+	}
+	if sessions == 0 {
+		t.Fatal("the load stored no donor session")
+	}
+	t.Logf("%d donor sessions, each with its donor's phone", sessions)
 }

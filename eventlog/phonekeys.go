@@ -121,8 +121,7 @@ func (v *Vault) sealingKey(ctx context.Context) (*phoneKey, error) {
 	return k, nil
 }
 
-// storedKey is a phone key as the vault holds it, or ErrForgotten once it
-// is erased.
+// storedKey is a phone key as the vault holds it.
 type storedKey struct {
 	sealer *Sealer
 	// stored is when the vault stored it; closes is when no event sealed
@@ -130,6 +129,8 @@ type storedKey struct {
 	stored, closes time.Time
 }
 
+// storedKey reads the phone key name from the vault, or ErrForgotten once
+// it is erased.
 func (v *Vault) storedKey(ctx context.Context, name string) (storedKey, error) {
 	if !strings.HasPrefix(name, phoneKeyPrefix) {
 		return storedKey{}, fmt.Errorf("vault: %q is not a phone key", name)

@@ -54,6 +54,7 @@ func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer l.Close()
 	fmt.Fprintf(stderr, "(via %s)\n", via)
+	fmt.Fprintln(stderr, "(a phone key that sealed in the last 30 seconds is erased once it closes, up to a minute and a half from now)")
 	erased, err := app.NewOperators(l).ForgetDonor(ctx, secrets, donor, *partner)
 	if err != nil {
 		return err

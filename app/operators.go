@@ -156,28 +156,41 @@ func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, 
 // that key sealed: a read of the sessions created in a minute or two, not
 // of the ledger's history.
 func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Time) ([]eventlog.SealedFor, error) {
-	filter := o.ledger.Subjects().OfType("donor_session.created")
 	var out []eventlog.SealedFor
-	recs, pending, err := o.ledger.ReadSince(ctx, filter, from, 1000)
+	err := sessionsStored(ctx, o.ledger, from, to, func(p *domain.SessionCreated) bool {
+		if p.Phone != nil && p.Phone.Key == key {
+			out = append(out, eventlog.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
+		}
+		return false
+	})
+	return out, err
+}
+
+// sessionsStored hands visit each donor session stored between from and to,
+// oldest first, until visit returns true. The read starts where the server's
+// index puts from, so it costs the sessions in the span, not the history.
+func sessionsStored(ctx context.Context, l *eventlog.Ledger, from, to time.Time, visit func(*domain.SessionCreated) bool) error {
+	filter := l.Subjects().OfType("donor_session.created")
+	recs, pending, err := l.ReadSince(ctx, filter, from, 1000)
 	for {
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range recs {
 			if r.Stored.After(to) {
-				return out, nil
+				return nil
 			}
 			ev, err := r.Event()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if p := ev.Payload.(*domain.SessionCreated); p.Phone != nil && p.Phone.Key == key {
-				out = append(out, eventlog.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
+			if visit(ev.Payload.(*domain.SessionCreated)) {
+				return nil
 			}
 		}
 		if pending == 0 || len(recs) == 0 {
-			return out, nil
+			return nil
 		}
-		recs, pending, err = o.ledger.Read(ctx, filter, recs[len(recs)-1].Seq, 1000)
+		recs, pending, err = l.Read(ctx, filter, recs[len(recs)-1].Seq, 1000)
 	}
 }

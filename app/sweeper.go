@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // SweepSessions expires open sessions whose url ran out, emitting
@@ -68,25 +71,38 @@ func (s *Service) sweepEnrollments(ctx context.Context) {
 	}
 }
 
-// VaultGrace is how old a stored phone must be before the vault sweep asks
-// whether a session refers to it: a session's event is appended
-// milliseconds after its phone is stored.
+// VaultGrace is how old a donor's own vault entry must be before the vault
+// sweep asks whether a session refers to it: a session's event was
+// appended milliseconds after such an entry was stored.
 const VaultGrace = 10 * time.Minute
 
-// SweepVault erases, until ctx ends, every phone stored in the vault that no
-// donor session refers to grace after it was stored: what a crash between
-// storing a phone and appending its session leaves behind.
+// SweepVault erases, until ctx ends, what the vault holds that no donor
+// session refers to (eventlog.Vault.Sweep): a donor's own entry grace after
+// it was stored, what a crash between storing a phone and appending its
+// session left behind before sessions carried their phones; a phone key
+// once it closed, if no session stored while it was open was sealed with
+// it.
 func (s *Service) SweepVault(ctx context.Context, grace time.Duration) {
-	referenced := func(ctx context.Context, donor string) (bool, error) {
-		wctx, cancel := context.WithTimeout(ctx, readWait)
-		defer cancel()
-		if err := s.projector.CatchUp(wctx); err != nil {
-			return false, err
-		}
-		return s.store.DonorReferenced(donor)
+	refs := eventlog.VaultRefs{
+		Donor: func(ctx context.Context, donor string) (bool, error) {
+			wctx, cancel := context.WithTimeout(ctx, readWait)
+			defer cancel()
+			if err := s.projector.CatchUp(wctx); err != nil {
+				return false, err
+			}
+			return s.store.DonorReferenced(donor)
+		},
+		Key: func(ctx context.Context, key string, from, to time.Time) (bool, error) {
+			used := false
+			err := sessionsStored(ctx, s.ledger, from, to, func(p *domain.SessionCreated) bool {
+				used = p.Phone != nil && p.Phone.Key == key
+				return used
+			})
+			return used, err
+		},
 	}
 	for ctx.Err() == nil {
-		err := s.vault.Sweep(ctx, grace, referenced)
+		err := s.vault.Sweep(ctx, grace, refs)
 		if err != nil && ctx.Err() == nil {
 			s.log.Error().Err(err).Msg("vault sweep stopped; restarting")
 			t := time.NewTimer(time.Second)

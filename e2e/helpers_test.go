@@ -166,9 +166,10 @@ func openStack(t testing.TB, opts ...stackOption) *testStack {
 		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: t.TempDir()},
 		RateLimit: httpapi.RateLimit{PerSecond: 10000, Burst: 10000},
 		Log:       zerolog.New(logs),
-		// Short phone keys, so that forgetting a donor waits half a second
-		// for the key to close, not a minute and a half.
-		PhoneKeys: eventlog.PhoneKeyTimes{SealFor: 200 * time.Millisecond, Settle: 300 * time.Millisecond},
+		// Short phone keys, so that forgetting a donor waits two seconds
+		// for the key to close, not a minute and a half. Settle stays long
+		// enough for a session's append on a loaded machine: it bounds it.
+		PhoneKeys: eventlog.PhoneKeyTimes{SealFor: 200 * time.Millisecond, Settle: 2 * time.Second},
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -10,10 +10,12 @@ import (
 	"github.com/partnergiving/giving/internal/stack"
 )
 
-// A donor's own vault entry no session refers to (left by builds before
+// What the vault holds that no session refers to is erased by the vault
+// sweep once it can be judged: a donor's own entry (left by builds before
 // sessions carried their phones: a crash between the vault write and the
-// session's append) is erased by the vault sweep once it is old enough;
-// the phone keys, and the phones sessions carry, stay.
+// session's append) once it is old enough, a phone key that sealed no
+// stored session (a crash after the key was made) once it closed. The key
+// a session was sealed with, and so its phone, stays.
 func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
 	ts := startStack(t, func(c *stack.Config) { c.VaultGrace = time.Second })
 	c, pid := ts.partner(t)
@@ -21,7 +23,7 @@ func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
 	s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/back")
 
 	ctx := context.Background()
-	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets, eventlog.PhoneKeyTimes{})
+	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets, ts.Config.PhoneKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +31,20 @@ func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
 	if err := vault.Put(ctx, orphan, "+12025550177"); err != nil {
 		t.Fatal(err)
 	}
+	// A key sealed with, its session never stored.
+	unused, _, err := vault.SealPhone(ctx, orphan, "+12025550177")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2, err := donorPhone(t, ts, pid, s.ID); err != nil || s2 == "" {
+		t.Fatalf("the session's donor phone: %v", err)
+	}
 	waitFor(t, 20*time.Second, "the unreferenced phone to be erased", func() bool {
 		_, err := vault.Phone(ctx, orphan, nil)
+		return errors.Is(err, eventlog.ErrForgotten)
+	})
+	waitFor(t, 20*time.Second, "the unused phone key to be erased", func() bool {
+		_, err := vault.Phone(ctx, orphan, &unused)
 		return errors.Is(err, eventlog.ErrForgotten)
 	})
 	if phone, err := donorPhone(t, ts, pid, s.ID); err != nil || phone != "+12025550100" {

@@ -2,35 +2,53 @@ package eventlog
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A donor's own vault entry is written for a donor a session refers to:
-// one moved out of a phone key that is being erased (Vault.Erase), or, by
-// builds before sessions carried their phones, just before the session's
-// event was appended, where a crash in between left a phone that no
-// session refers to. The sweep looks at each stored phone once, when it is
-// old enough that its session would long be in the ledger, and erases it if
-// no session refers to it. Phone keys are not phones: a key no session used
-// (a crash after it was made) seals nothing, and the sweep leaves keys be. It follows a durable consumer on the vault's
-// stream, so it costs what is stored, not what the vault holds, and resumes
-// where it stopped after a restart; every instance may run it.
+// The vault holds two kinds of entries, and the sweep looks at each once,
+// when it is old enough to judge, and erases it if nothing refers to it:
+//
+//   - A phone key (phonekeys.go) that sealed no session: a crash after the
+//     key was stored, or a session that failed after sealing. It holds no
+//     phone, but the vault should keep only what something refers to. It is
+//     judged once it has closed (no session sealed with it can still be
+//     stored), from the sessions stored while it was open.
+//   - A donor's own entry, written for a donor a session refers to: one moved
+//     out of a phone key that is being erased (Vault.Erase), or, by builds
+//     before sessions carried their phones, just before the session's event
+//     was appended, where a crash in between left a phone no session refers
+//     to. It is judged grace after it was stored.
+//
+// The sweep follows a durable consumer on the vault's stream, so it costs
+// what is stored, not what the vault holds, and resumes where it stopped
+// after a restart; every instance may run it.
 
 // vaultSweeper is the durable name every instance shares.
 const vaultSweeper = "vault_sweep"
 
-// Sweep hands each phone stored from now on (and, the first time, each one
-// already stored) to referenced once it is grace old, and erases it when
-// referenced says no session refers to it. It returns when ctx ends or the
-// vault cannot be read.
-func (v *Vault) Sweep(ctx context.Context, grace time.Duration, referenced func(ctx context.Context, donorID string) (bool, error)) error {
+// VaultRefs says whether something refers to a vault entry.
+type VaultRefs struct {
+	// Donor reports whether a session refers to the donor.
+	Donor func(ctx context.Context, donorID string) (bool, error)
+	// Key reports whether a session stored between from and to was sealed
+	// with the phone key.
+	Key func(ctx context.Context, key string, from, to time.Time) (bool, error)
+}
+
+// Sweep hands each entry stored from now on (and, the first time, each one
+// already stored) to refs once it can be judged (a donor's own entry grace
+// after it was stored, a phone key once it closed), and erases it when refs
+// says nothing refers to it. It returns when ctx ends or the vault cannot
+// be read.
+func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs VaultRefs) error {
 	cons, err := setUp(ctx, "vault sweep", func(ctx context.Context) (jetstream.Consumer, error) {
 		return v.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:       vaultSweeper,
-			Description:   "Erases stored phones that no donor session refers to.",
+			Description:   "Erases stored phones and phone keys that no donor session refers to.",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       time.Minute,
 			MaxAckPending: 1000,
@@ -43,7 +61,7 @@ func (v *Vault) Sweep(ctx context.Context, grace time.Duration, referenced func(
 	prefix := "$KV." + strings.TrimPrefix(v.stream.CachedInfo().Config.Name, "KV_") + "."
 	return consumeBatches(ctx, cons, 100, 0, &settling{release: nak}, func(batch []jetstream.Msg) error {
 		for _, m := range batch {
-			if err := v.check(ctx, m, prefix, grace, referenced); err != nil {
+			if err := v.check(ctx, m, prefix, grace, refs); err != nil {
 				return err
 			}
 		}
@@ -51,28 +69,38 @@ func (v *Vault) Sweep(ctx context.Context, grace time.Duration, referenced func(
 	})
 }
 
-func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace time.Duration, referenced func(context.Context, string) (bool, error)) error {
+func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace time.Duration, refs VaultRefs) error {
 	if op := m.Headers().Get("KV-Operation"); op != "" {
-		return m.Ack() // an erasure's marker, not a phone
-	}
-	donor := strings.TrimPrefix(m.Subject(), prefix)
-	if strings.HasPrefix(donor, phoneKeyPrefix) {
-		return m.Ack()
+		return m.Ack() // an erasure's marker, not an entry
 	}
 	meta, err := m.Metadata()
 	if err != nil {
 		return m.Term()
 	}
-	if age := time.Since(meta.Timestamp); age < grace {
-		return m.NakWithDelay(grace - age)
+	name := strings.TrimPrefix(m.Subject(), prefix)
+	judgeAt := meta.Timestamp.Add(grace)
+	referenced := func(ctx context.Context) (bool, error) { return refs.Donor(ctx, name) }
+	if strings.HasPrefix(name, phoneKeyPrefix) {
+		var entry phoneKeyEntry
+		if err := json.Unmarshal(m.Data(), &entry); err != nil {
+			return m.Term()
+		}
+		closes := meta.Timestamp.Add(time.Duration(entry.OpenFor) * time.Millisecond)
+		judgeAt = closes
+		referenced = func(ctx context.Context) (bool, error) {
+			return refs.Key(ctx, name, meta.Timestamp.Add(-clockSkew), closes.Add(clockSkew))
+		}
 	}
-	ok, err := referenced(ctx, donor)
+	if wait := time.Until(judgeAt); wait > 0 {
+		return m.NakWithDelay(wait)
+	}
+	ok, err := referenced(ctx)
 	if err != nil {
 		_ = m.NakWithDelay(time.Minute)
 		return nil
 	}
 	if !ok {
-		if err := forget(ctx, v.kv, v.stream, donor); err != nil && err != ErrForgotten {
+		if err := forget(ctx, v.kv, v.stream, name); err != nil && err != ErrForgotten {
 			_ = m.NakWithDelay(time.Minute)
 			return nil
 		}

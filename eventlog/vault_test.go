@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	times := eventlog.PhoneKeyTimes{SealFor: 300 * time.Millisecond, Settle: 300 * time.Millisecond}
+	times := eventlog.PhoneKeyTimes{SealFor: time.Second, Settle: 300 * time.Millisecond}
 	v, err := l.OpenVault(ctx, secrets, times)
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +66,27 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 		return v.Phone(ctx, donor, p)
 	}
 	first := time.Now()
+	// Concurrent sessions of one window share its key: one vault write.
+	var wg sync.WaitGroup
+	keys := make([]string, 32)
+	for i := range keys {
+		wg.Go(func() {
+			p, _, err := v.SealPhone(ctx, a, phoneA)
+			if err != nil {
+				t.Error(err)
+			}
+			keys[i] = p.Key
+		})
+	}
+	wg.Wait()
 	sa, sb := seal(a, phoneA), seal(b, phoneB)
+	for _, k := range keys {
+		if k != sa.Key {
+			t.Fatalf("concurrent seals in one window used keys %s and %s", k, sa.Key)
+		}
+	}
 	if sa.Key != sb.Key || stored() != 1 {
-		t.Fatalf("two phones in one window: keys %s and %s, %d vault writes; want one key, one write", sa.Key, sb.Key, stored())
+		t.Fatalf("phones sealed in one window: keys %s and %s, %d vault writes; want one key, one write", sa.Key, sb.Key, stored())
 	}
 	if bytes.Contains(sa.Sealed, []byte(phoneA[1:])) {
 		t.Fatal("the sealed phone holds its digits")

@@ -30,6 +30,11 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 	if err != nil {
 		return err
 	}
+	// An ordered consumer recovers from a pull the server never answered
+	// (as on a cluster whose stream was just created) by making itself again
+	// once two heartbeats are missed: at nats.go's default of 5 s, a new
+	// instance's projections could sit 10 s at 0. A heartbeat a second
+	// costs an idle follower one small message a second.
 	return consumeBatches(ctx, cons, batch, gatherWait, nil, func(msgs []jetstream.Msg) error {
 		recs := make([]Record, 0, len(msgs))
 		for _, m := range msgs {
@@ -40,8 +45,12 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 			recs = append(recs, rec)
 		}
 		return handle(recs)
-	})
+	}, jetstream.PullHeartbeat(followHeartbeat))
 }
+
+// followHeartbeat is how often the server tells an idle follower it is
+// still there (see Follow).
+const followHeartbeat = time.Second
 
 // Delivery is one public event handed out by a SharedReader. It must be
 // settled once: Ack when done with it, Retry to have it handed out again

@@ -87,13 +87,49 @@ func (v *Vault) SealPhone(ctx context.Context, donorID, phone string) (sealed do
 }
 
 // sealingKey returns the key to seal with now, making the next one when the
-// current one's window has passed.
+// current one's window has passed. The sessions that find no key wait for
+// one making, not each for its own: while the vault cannot be written, a
+// wave of sessions waits for one attempt (newKeyTimeout at most), not for
+// as many attempts in a row as there are sessions.
 func (v *Vault) sealingKey(ctx context.Context) (*phoneKey, error) {
+	if k := v.sealing(); k != nil {
+		return k, nil
+	}
+	made := v.making.DoChan("", func() (any, error) {
+		if k := v.sealing(); k != nil {
+			return k, nil
+		}
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), newKeyTimeout)
+		defer cancel()
+		return v.newKey(mctx)
+	})
+	select {
+	case r := <-made:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*phoneKey), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// newKeyTimeout bounds making a phone key.
+const newKeyTimeout = 10 * time.Second
+
+// sealing returns the key this instance seals with now, nil when there is
+// none.
+func (v *Vault) sealing() *phoneKey {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if k := v.current; k != nil && time.Now().Before(k.sealUntil) {
-		return k, nil
+		return k
 	}
+	return nil
+}
+
+// newKey stores a new phone key in the vault and seals with it from now on.
+func (v *Vault) newKey(ctx context.Context) (*phoneKey, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, err
@@ -108,7 +144,9 @@ func (v *Vault) sealingKey(ctx context.Context) (*phoneKey, error) {
 		return nil, natsErr("vault: new phone key", err)
 	}
 	k := &phoneKey{name: name, sealer: newSealer(raw), sealUntil: start.Add(v.times.SealFor), storeBy: start.Add(v.times.SealFor + v.times.Settle)}
+	v.mu.Lock()
 	v.current = k
+	v.mu.Unlock()
 	// The key leaves memory when it stops sealing, whether or not the
 	// next one is made: once erased, nothing may still open with it.
 	time.AfterFunc(v.times.SealFor, func() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/segmentio/ksuid"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/partnergiving/giving/domain"
 )
@@ -30,8 +31,11 @@ type Vault struct {
 	donor  []byte
 	times  PhoneKeyTimes
 
+	// current is the key this instance seals with (under mu); making
+	// makes the next one once for every session waiting for it.
 	mu      sync.Mutex
 	current *phoneKey
+	making  singleflight.Group
 }
 
 // OpenVault opens the vault bucket. Its backing stream is created here

@@ -28,9 +28,11 @@ type job struct {
 	Once bool `json:"once,omitempty"`
 }
 
+// FanOutBatch bounds how many ledger events one round of the webhook
+// fan-out reads and fans out (the bench's fed loop reads as many).
+const FanOutBatch = 256
+
 const (
-	// fanOutBatch bounds how many ledger events one round fans out.
-	fanOutBatch = 256
 	// readyWait bounds how long the fan-out waits for the projections to
 	// reach an event before it lets the event be redelivered.
 	readyWait = 30 * time.Second
@@ -50,7 +52,7 @@ func (d *Dispatcher) runFanOut(ctx context.Context) {
 }
 
 func (d *Dispatcher) fanOutOnce(ctx context.Context) error {
-	err := d.fanout.Consume(ctx, fanOutBatch, func(batch []eventlog.Delivery) {
+	err := d.fanout.Consume(ctx, FanOutBatch, func(batch []eventlog.Delivery) {
 		d.fanOutRound(ctx, batch)
 	})
 	if ctx.Err() != nil {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/cpuprofile"
@@ -334,10 +335,6 @@ func (rs *readState) dispatchRound(ctx context.Context, events, round int) (*ser
 	return svc, r, nil
 }
 
-// fanOutFetch is how many events the webhook fan-out asks the ledger for
-// at a time (dispatcher's fanOutBatch); the fed loop asks for as many.
-const fanOutFetch = 256
-
 // fedLoop posts the burst's events again, as they are stored, through the
 // bare loop's signed POSTs fed by eventlog.FeedRaw: a durable consumer
 // reading the ledger, acknowledging each event once posted, beside an
@@ -357,7 +354,7 @@ func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	n := int(b.last - b.first + 1)
-	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, n, fanOutFetch, hookConcurrency, func(data []byte) bool {
+	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, n, dispatcher.FanOutBatch, hookConcurrency, func(data []byte) bool {
 		id, err := domain.EnvelopeEventID(data) // as the fan-out reads it
 		return err == nil && post(ctx, id, data)
 	})

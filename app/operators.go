@@ -94,25 +94,35 @@ func (o *Operators) findKey(ctx context.Context, prefix string) (partnerID, keyI
 // scan reads every event of one type in ledger order until visit returns
 // true.
 func (o *Operators) scan(ctx context.Context, eventType string, visit func(domain.Event) bool) error {
-	var after uint64
+	filter := o.ledger.Subjects().OfType(eventType)
+	recs, pending, err := o.ledger.Read(ctx, filter, 0, scanPage)
+	return walkEvents(ctx, o.ledger, filter, recs, pending, err, func(_ eventlog.Record, ev domain.Event) bool { return visit(ev) })
+}
+
+// scanPage is how many events a walk of the ledger reads at a time.
+const scanPage = 1000
+
+// walkEvents hands visit each event matching filter, from the page read
+// first (recs, pending, err: a Read's answer) on through the pages after
+// it, oldest first, until visit returns true or no event is left.
+func walkEvents(ctx context.Context, l *eventlog.Ledger, filter string, recs []eventlog.Record, pending uint64, err error, visit func(eventlog.Record, domain.Event) bool) error {
 	for {
-		recs, pending, err := o.ledger.Read(ctx, o.ledger.Subjects().OfType(eventType), after, 1000)
 		if err != nil {
 			return err
 		}
 		for _, r := range recs {
-			after = r.Seq
 			ev, err := r.Event()
 			if err != nil {
 				return err
 			}
-			if visit(ev) {
+			if visit(r, ev) {
 				return nil
 			}
 		}
 		if pending == 0 || len(recs) == 0 {
 			return nil
 		}
+		recs, pending, err = l.Read(ctx, filter, recs[len(recs)-1].Seq, scanPage)
 	}
 }
 
@@ -171,26 +181,8 @@ func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Ti
 // index puts from, so it costs the sessions in the span, not the history.
 func sessionsStored(ctx context.Context, l *eventlog.Ledger, from, to time.Time, visit func(*domain.SessionCreated) bool) error {
 	filter := l.Subjects().OfType("donor_session.created")
-	recs, pending, err := l.ReadSince(ctx, filter, from, 1000)
-	for {
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if r.Stored.After(to) {
-				return nil
-			}
-			ev, err := r.Event()
-			if err != nil {
-				return err
-			}
-			if visit(ev.Payload.(*domain.SessionCreated)) {
-				return nil
-			}
-		}
-		if pending == 0 || len(recs) == 0 {
-			return nil
-		}
-		recs, pending, err = l.Read(ctx, filter, recs[len(recs)-1].Seq, 1000)
-	}
+	recs, pending, err := l.ReadSince(ctx, filter, from, scanPage)
+	return walkEvents(ctx, l, filter, recs, pending, err, func(r eventlog.Record, ev domain.Event) bool {
+		return r.Stored.After(to) || visit(ev.Payload.(*domain.SessionCreated))
+	})
 }

@@ -66,6 +66,18 @@ type phoneKeyEntry struct {
 	OpenFor int64 `json:"open_for_ms"`
 }
 
+// closes is when no event sealed with the key can be stored any more, for
+// a key the vault stored at stored.
+func (e phoneKeyEntry) closes(stored time.Time) time.Time {
+	return stored.Add(time.Duration(e.OpenFor) * time.Millisecond)
+}
+
+// sessionsSpan is when the sessions a key sealed were stored: after the
+// key (stored), before it closed, widened by clockSkew on each side.
+func sessionsSpan(stored, closes time.Time) (from, to time.Time) {
+	return stored.Add(-clockSkew), closes.Add(clockSkew)
+}
+
 // phoneKey is the key an instance seals with now.
 type phoneKey struct {
 	name   string
@@ -188,7 +200,7 @@ func (v *Vault) storedKey(ctx context.Context, name string) (storedKey, error) {
 	if err != nil {
 		return storedKey{}, fmt.Errorf("vault: phone key %s: %w", name, err)
 	}
-	return storedKey{sealer: newSealer(raw), stored: got.Created(), closes: got.Created().Add(time.Duration(entry.OpenFor) * time.Millisecond)}, nil
+	return storedKey{sealer: newSealer(raw), stored: got.Created(), closes: entry.closes(got.Created())}, nil
 }
 
 // Phone returns the donor's phone: opened from sealed, the phone a session
@@ -256,7 +268,8 @@ func (v *Vault) Erase(ctx context.Context, donorID string, own []domain.SealedPh
 		return false, err
 	}
 	for name, k := range keys {
-		others, err := sharing(ctx, name, k.stored.Add(-clockSkew), k.closes.Add(clockSkew))
+		from, to := sessionsSpan(k.stored, k.closes)
+		others, err := sharing(ctx, name, from, to)
 		if err != nil {
 			return false, err
 		}

@@ -216,25 +216,22 @@ var ErrNotFound = errors.New("ledger: no such event")
 // server filters by subject from its index, so the cost follows the page, not
 // the stream.
 func (l *Ledger) Read(ctx context.Context, filter string, after uint64, max int) ([]Record, uint64, error) {
-	if max <= 0 {
-		max = 1
-	}
-	recs, pending, err := l.direct(ctx, directGetRequest{Seq: after + 1, NextFor: filter, Batch: max})
-	if errors.Is(err, ErrNotFound) {
-		return nil, 0, nil
-	}
-	return recs, pending, err
+	return l.readPage(ctx, directGetRequest{Seq: after + 1, NextFor: filter}, max)
 }
 
 // ReadSince is Read from the first event stored at or after since: the
 // server finds its place from its index, so the cost follows the page, not
 // the history before it.
 func (l *Ledger) ReadSince(ctx context.Context, filter string, since time.Time, max int) ([]Record, uint64, error) {
-	if max <= 0 {
-		max = 1
-	}
 	since = since.UTC()
-	recs, pending, err := l.direct(ctx, directGetRequest{StartTime: &since, NextFor: filter, Batch: max})
+	return l.readPage(ctx, directGetRequest{StartTime: &since, NextFor: filter}, max)
+}
+
+// readPage runs a batched direct get of up to n events (at least one)
+// where req starts it: the events, and how many more match beyond them.
+func (l *Ledger) readPage(ctx context.Context, req directGetRequest, n int) ([]Record, uint64, error) {
+	req.Batch = max(n, 1)
+	recs, pending, err := l.direct(ctx, req)
 	if errors.Is(err, ErrNotFound) {
 		return nil, 0, nil
 	}

@@ -85,10 +85,11 @@ func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace
 		if err := json.Unmarshal(m.Data(), &entry); err != nil {
 			return m.Term()
 		}
-		closes := meta.Timestamp.Add(time.Duration(entry.OpenFor) * time.Millisecond)
+		closes := entry.closes(meta.Timestamp)
 		judgeAt = closes
 		referenced = func(ctx context.Context) (bool, error) {
-			return refs.Key(ctx, name, meta.Timestamp.Add(-clockSkew), closes.Add(clockSkew))
+			from, to := sessionsSpan(meta.Timestamp, closes)
+			return refs.Key(ctx, name, from, to)
 		}
 	}
 	if wait := time.Until(judgeAt); wait > 0 {

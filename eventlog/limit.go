@@ -141,7 +141,8 @@ func (r RawPaced) String() string {
 // fresh directory under dir, appends size-byte messages at rate a second
 // for d (openloop.Run: at most slots under way, one due while all are
 // taken skipped), and times each from its acknowledgement to its
-// arrival at a durable pull consumer that acknowledges every message. It is
+// arrival at a durable pull consumer that acknowledges every message (0
+// when it arrived before the publisher saw the acknowledgement). It is
 // the raw counterpart of the webhook dispatch's paced latency: what the
 // server's own store and consumer allow at that pace, with nothing of the
 // service around them. An append the server does not acknowledge is
@@ -225,7 +226,12 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, slots, size 
 		case read[i].IsZero():
 			r.Lost++
 		default:
-			lats = append(lats, read[i].Sub(at))
+			// The publisher's goroutine and the reader's hear of the same
+			// stored message from one connection; when the reader is
+			// scheduled first it saw the message before the publisher saw
+			// the acknowledgement, and the time from acknowledgement to
+			// arrival is nothing, not negative.
+			lats = append(lats, max(0, read[i].Sub(at)))
 		}
 	}
 	slices.Sort(lats)

@@ -122,6 +122,14 @@ type LimitReport struct {
 	// Rate is the mean of both, what ratios are taken against.
 	Rate float64 `json:"rate"`
 	P99  float64 `json:"p99_ms"`
+	// CPUMicros is the process's CPU time a message (the publishers and
+	// the server together), the mean of both measures; Cores is that at
+	// the rate: how much of the machine the limit kept busy. Where it is
+	// well under the machine's cores, the limit is the server's stores
+	// and syncs, one after another, not the processor, while a service
+	// over HTTP (its clients beside it) is bound by the processor.
+	CPUMicros float64 `json:"cpu_us_per_message"`
+	Cores     float64 `json:"cores"`
 }
 
 // Measure is a rate and its latencies.
@@ -193,7 +201,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 	r := &Report{Date: time.Now().UTC(), opts: o}
-	if r.Limit.Before, err = r.limit(ctx, dir); err != nil {
+	var cpuBefore, cpuAfter float64
+	if r.Limit.Before, cpuBefore, err = r.limit(ctx, dir); err != nil {
 		return nil, err
 	}
 	if o.Only != "read" {
@@ -210,11 +219,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if r.Limit.After, err = r.limit(ctx, dir); err != nil {
+	if r.Limit.After, cpuAfter, err = r.limit(ctx, dir); err != nil {
 		return nil, err
 	}
 	r.Limit.Rate = (r.Limit.Before.Rate + r.Limit.After.Rate) / 2
 	r.Limit.P99 = (r.Limit.Before.P99 + r.Limit.After.P99) / 2
+	r.Limit.CPUMicros = (cpuBefore + cpuAfter) / 2
+	r.Limit.Cores = r.Limit.CPUMicros * r.Limit.Rate / 1e6
 	for _, ws := range [][]Workload{r.Service, r.Floor} {
 		for i := range ws {
 			w := &ws[i]
@@ -236,14 +247,20 @@ func (r *Report) progress(format string, args ...any) {
 	fmt.Fprintf(r.opts.Progress, format+"\n", args...)
 }
 
-func (r *Report) limit(ctx context.Context, dir string) (Measure, error) {
+// limit measures the raw limit, and the process's CPU time a message.
+func (r *Report) limit(ctx context.Context, dir string) (Measure, float64, error) {
 	r.progress("raw limit: %d synced publishers, %d B, %s", r.opts.Clients, r.opts.Size, r.opts.Duration)
+	cpu := processCPU()
 	raw, err := eventlog.MeasureRawLimit(ctx, dir, r.opts.Clients, r.opts.Size, r.opts.Duration)
 	if err != nil {
-		return Measure{}, fmt.Errorf("raw limit: %w", err)
+		return Measure{}, 0, fmt.Errorf("raw limit: %w", err)
 	}
-	r.progress("  %s", raw)
-	return Measure{Requests: raw.Messages, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}, nil
+	var perMessage float64
+	if raw.Messages > 0 {
+		perMessage = float64((processCPU() - cpu).Microseconds()) / float64(raw.Messages)
+	}
+	r.progress("  %s, %.0f µs CPU/message", raw, perMessage)
+	return Measure{Requests: raw.Messages, Rate: raw.Rate(), P50: ms(raw.P50), P99: ms(raw.P99)}, perMessage, nil
 }
 
 // service is one instance serving HTTP on loopback for a run.

@@ -11,8 +11,8 @@ import (
 
 // WriteTable writes the report as the tables BENCHMARKS.md quotes.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "Raw synced publish (the limit): %d publishers, %d B: before %.0f msg/s (p99 %.1f ms), after %.0f msg/s (p99 %.1f ms); mean %.0f msg/s, p99 %.1f ms\n\n",
-		r.opts.Clients, r.opts.Size, r.Limit.Before.Rate, r.Limit.Before.P99, r.Limit.After.Rate, r.Limit.After.P99, r.Limit.Rate, r.Limit.P99)
+	fmt.Fprintf(w, "Raw synced publish (the limit): %d publishers, %d B: before %.0f msg/s (p99 %.1f ms), after %.0f msg/s (p99 %.1f ms); mean %.0f msg/s, p99 %.1f ms; %.0f µs of CPU a message, %.2f cores busy\n\n",
+		r.opts.Clients, r.opts.Size, r.Limit.Before.Rate, r.Limit.Before.P99, r.Limit.After.Rate, r.Limit.After.P99, r.Limit.Rate, r.Limit.P99, r.Limit.CPUMicros, r.Limit.Cores)
 	if len(r.Service) > 0 {
 		if err := r.writeService(w); err != nil {
 			return err

@@ -33,6 +33,10 @@ func TestWritePathReportsEveryFigure(t *testing.T) {
 	if len(r.Service) != 2*len(workloads) || len(r.Floor) != 2 {
 		t.Fatalf("%d service rows and %d floor rows, want %d and 2\n%s", len(r.Service), len(r.Floor), 2*len(workloads), progress.String())
 	}
+	// The raw limit's CPU a message, and the cores it kept busy at its rate.
+	if l := r.Limit; !(l.CPUMicros > 0) || math.Abs(l.Cores-l.CPUMicros*l.Rate/1e6) > 1e-9 {
+		t.Errorf("raw limit: %v µs of CPU a message, %v cores at %v/s", l.CPUMicros, l.Cores, l.Rate)
+	}
 	for _, w := range append(append([]Workload{}, r.Service...), r.Floor...) {
 		if w.Errors != 0 || !(w.Rate > 0) || !(w.P50 > 0) || !(w.P99 >= w.P50) || !(w.CPUMicros > 0) || !(w.SyncedWrites > 0) {
 			t.Errorf("%s on %d keys: %+v", w.Name, w.Keys, w)
@@ -51,6 +55,9 @@ func TestWritePathReportsEveryFigure(t *testing.T) {
 	var table bytes.Buffer
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "µs of CPU a message") {
+		t.Errorf("the table does not show the raw limit's CPU:\n%s", table.String())
 	}
 	if got := strings.Count(table.String(), floorWorkload); got != 2 {
 		t.Errorf("the table shows the floor %d times, want 2:\n%s", got, table.String())

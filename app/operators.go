@@ -2,16 +2,22 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/projections"
 )
 
 // Operators are the operator's use cases: onboarding partners, managing
 // their keys, erasing a donor's phone. They need only the ledger, loading
 // each aggregate from it, so they work the same whether an instance is
-// running (reached over NATS) or not (the CLI opens the data directory).
+// running (reached over NATS) or not (the CLI opens the data directory); a
+// running instance is asked what its projections know where that spares a
+// read of the ledger's history (sessionsOfDonor).
 type Operators struct {
 	ledger *eventlog.Ledger
 }
@@ -129,37 +135,100 @@ func walkEvents(ctx context.Context, l *eventlog.Ledger, filter string, recs []e
 // ForgetDonor erases a donor's phone from the vault for good (the ledger
 // keeps the donor id, which without the phone identifies no one). With a
 // partner, it refuses unless the donor has a session with that partner.
-// erased is false when no phone was stored (already erased, or never).
 //
 // The donor's sessions carry the phone sealed with phone keys; erasing them
 // (eventlog.Vault.Erase) first moves the other donors they sealed to vault
-// entries of their own: the ledger's sessions are read for the donor's,
-// then, for each key, those stored while it sealed. An erasure can wait up
-// to PhoneKeyTimes.SealFor + Settle for a key that still seals.
-func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, donorID, partner string) (erased bool, err error) {
+// entries of their own: the donor's sessions are found (sessionsOfDonor),
+// then, for each key, the sessions stored while it sealed are read from
+// the ledger. An erasure can wait up to PhoneKeyTimes.SealFor + Settle for
+// a key that still seals.
+func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, donorID, partner string) (Forgotten, error) {
 	vault, err := o.ledger.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
 	if err != nil {
-		return false, err
+		return Forgotten{}, err
+	}
+	sessions, from, err := o.sessionsOfDonor(ctx, donorID)
+	f := Forgotten{SessionsFrom: from}
+	if err != nil {
+		return f, err
 	}
 	var own []domain.SealedPhone
 	withPartner := partner == ""
+	for _, s := range sessions {
+		withPartner = withPartner || s.PartnerID == partner
+		if s.Phone != nil {
+			own = append(own, *s.Phone)
+		}
+	}
+	if !withPartner {
+		return f, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
+	}
+	f.Erased, err = vault.Erase(ctx, donorID, own, o.sealedWith)
+	return f, err
+}
+
+// Forgotten is what ForgetDonor did.
+type Forgotten struct {
+	// Erased is false when no phone was stored (already erased, or never).
+	Erased bool
+	// SessionsFrom says where the donor's sessions were found.
+	SessionsFrom string
+}
+
+// DonorSessionsTopic is the operators' question "which sessions were opened
+// for this donor?" (the donor id), which a serving instance answers from
+// its projections (Service.SessionsOfDonor) with a DonorSessionsAnswer.
+const DonorSessionsTopic = "donor_sessions"
+
+// DonorSessionsAnswer is an instance's answer to DonorSessionsTopic.
+type DonorSessionsAnswer struct {
+	Instance string                     `json:"instance"`
+	Sessions []projections.DonorSession `json:"sessions"`
+	Error    string                     `json:"error,omitempty"`
+}
+
+// askWait bounds the wait for an instance's answer, which first catches its
+// projections up with the ledger.
+const askWait = 30 * time.Second
+
+// sessionsOfDonor finds every session opened for the donor, and says where.
+// A serving instance answers from its projections, once they have caught up
+// with the ledger: a look-up of the donor's sessions. With
+// no instance to ask (the data directory of a stopped service, or instances
+// of a build without the question), or one that cannot answer in time, it
+// reads every donor session the ledger holds instead.
+func (o *Operators) sessionsOfDonor(ctx context.Context, donor string) ([]projections.DonorSession, string, error) {
+	actx, cancel := context.WithTimeout(ctx, askWait)
+	data, err := o.ledger.Ask(actx, DonorSessionsTopic, []byte(donor))
+	cancel()
+	var why string
+	switch {
+	case errors.Is(err, eventlog.ErrNoAnswerer):
+		why = "no running instance answers"
+	case err != nil:
+		why = err.Error()
+	default:
+		var a DonorSessionsAnswer
+		switch err := json.Unmarshal(data, &a); {
+		case err != nil:
+			why = "an unreadable answer: " + err.Error()
+		case a.Error != "":
+			why = "instance " + a.Instance + " could not answer: " + a.Error
+		default:
+			return a.Sessions, "the projections of instance " + a.Instance, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, why, err
+	}
+	var out []projections.DonorSession
 	err = o.scan(ctx, "donor_session.created", func(ev domain.Event) bool {
-		p := ev.Payload.(*domain.SessionCreated)
-		if p.DonorID == donorID {
-			withPartner = withPartner || ev.PartnerID == partner
-			if p.Phone != nil {
-				own = append(own, *p.Phone)
-			}
+		if p := ev.Payload.(*domain.SessionCreated); p.DonorID == donor {
+			out = append(out, projections.DonorSession{PartnerID: ev.PartnerID, SessionID: ev.AggregateID, Phone: p.Phone})
 		}
 		return false
 	})
-	if err != nil {
-		return false, err
-	}
-	if !withPartner {
-		return false, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
-	}
-	return vault.Erase(ctx, donorID, own, o.sealedWith)
+	return out, "every donor session in the ledger (" + why + ")", err
 }
 
 // sealedWith returns the phones of the sessions stored between from and to
@@ -185,4 +254,17 @@ func sessionsStored(ctx context.Context, l *eventlog.Ledger, from, to time.Time,
 	return walkEvents(ctx, l, filter, recs, pending, err, func(r eventlog.Record, ev domain.Event) bool {
 		return r.Stored.After(to) || visit(ev.Payload.(*domain.SessionCreated))
 	})
+}
+
+// SessionsOfDonor returns every session opened for the donor, once this
+// instance's projections have caught up with the ledger: a serving
+// instance's answer to DonorSessionsTopic.
+func (s *Service) SessionsOfDonor(ctx context.Context, donor string) ([]projections.DonorSession, error) {
+	if !domain.ValidID(domain.PrefixDonor, donor) {
+		return nil, fmt.Errorf("%q is not a donor id", donor)
+	}
+	if err := s.projector.CatchUp(ctx); err != nil {
+		return nil, err
+	}
+	return s.store.SessionsOfDonor(donor)
 }

@@ -220,6 +220,11 @@ func TestDonorsForget(t *testing.T) {
 	if err != nil || !strings.Contains(out, "phone erased") {
 		t.Fatalf("forget: %v %s", err, out)
 	}
+	// The running instance found the donor's sessions in its projections,
+	// not by a read of every session in the ledger.
+	if !strings.Contains(out, "(the donor's sessions: from the projections of instance ") {
+		t.Errorf("forget against a running instance did not ask it for the donor's sessions: %s", out)
+	}
 	if _, err := donorPhone(t, ts, partner, a.ID); !errors.Is(err, eventlog.ErrForgotten) {
 		t.Fatalf("after forget: %v", err)
 	}
@@ -247,6 +252,9 @@ func TestDonorsForget(t *testing.T) {
 	out, err = forget(b.DonorID, "--data", dir)
 	if err != nil || !strings.Contains(out, "phone erased") || !strings.Contains(out, "data directory") {
 		t.Fatalf("offline forget: %v %s", err, out)
+	}
+	if !strings.Contains(out, "(the donor's sessions: from every donor session in the ledger (no running instance answers))") {
+		t.Errorf("offline forget did not read the ledger's sessions: %s", out)
 	}
 	ts2 := startStack(t, withDir(dir))
 	if _, err := donorPhone(t, ts2, partner, b.ID); !errors.Is(err, eventlog.ErrForgotten) {

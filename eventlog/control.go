@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 // The control plane: an operator's request on a topic reaches every instance
 // sharing the ledger at once (core NATS, nothing stored), and each instance
 // streams its own replies back to the requester. "replay" uses it to rebuild
-// every instance's projection file.
+// every instance's projection file. A question (Answer, Ask) goes to one
+// instance instead, whichever the server picks, and has one answer: what
+// any instance's projections can tell ("donor_sessions").
 
 func (l *Ledger) controlSubject(topic string) string {
 	return "giving.control." + string(l.cfg.Env) + "." + topic
@@ -71,3 +74,41 @@ func (r *Replies) Next(wait time.Duration) ([]byte, error) {
 
 // Close stops listening for replies.
 func (r *Replies) Close() { _ = r.sub.Unsubscribe() }
+
+// answerers is the queue group of the instances answering questions: the
+// server hands each question to one of them.
+const answerers = "answerers"
+
+// Answer answers questions on topic, this instance among the others that
+// do, until stop is called. handle runs once per question, on the
+// connection's goroutine, with the question's data and the function that
+// sends the answer; it should hand long work off.
+func (l *Ledger) Answer(topic string, handle func(data []byte, answer func([]byte))) (stop func(), err error) {
+	sub, err := l.nc.QueueSubscribe(l.controlSubject(topic), answerers, func(msg *nats.Msg) {
+		if msg.Reply == "" {
+			return
+		}
+		handle(msg.Data, func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
+	})
+	if err != nil {
+		return nil, natsErr("control answer "+topic, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// ErrNoAnswerer means no instance answers questions on the topic: none is
+// running, or none of this build.
+var ErrNoAnswerer = errors.New("no instance answers")
+
+// Ask puts a question on topic to one answering instance and waits, within
+// ctx, for its answer; ErrNoAnswerer at once when none answers the topic.
+func (l *Ledger) Ask(ctx context.Context, topic string, data []byte) ([]byte, error) {
+	msg, err := l.nc.RequestWithContext(ctx, l.controlSubject(topic), data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, ErrNoAnswerer
+	}
+	if err != nil {
+		return nil, natsErr("control ask "+topic, err)
+	}
+	return msg.Data, nil
+}

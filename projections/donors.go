@@ -9,7 +9,8 @@ import (
 
 // bucketDonors holds donor id → partner id for every donor a session was
 // ever opened for: the vault sweep keeps a stored phone only if a session
-// refers to it.
+// refers to it, and a donor's sessions are found with their partner
+// (SessionsOfDonor).
 var bucketDonors = bucket("donors")
 
 func init() {

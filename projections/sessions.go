@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"time"
 
@@ -171,11 +172,55 @@ func (s *Store) UnenrolledSessions(completedBy time.Time, limit int) ([]SessionR
 // DonorSessions lists the ids of a donor's sessions with one partner.
 func (s *Store) DonorSessions(partner, donor string) ([]string, error) {
 	var out []string
-	prefix := []byte(partner + "/" + donor + "/")
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketDonorSessions).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			out = append(out, string(k[len(prefix):]))
+		out = donorSessionIDs(tx.Bucket(bucketDonorSessions).Cursor(), partner, donor)
+		return nil
+	})
+	return out, err
+}
+
+// donorSessionIDs reads the ids of a donor's sessions with one partner from
+// the donor index.
+func donorSessionIDs(c *bolt.Cursor, partner, donor string) []string {
+	var out []string
+	prefix := []byte(partner + "/" + donor + "/")
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		out = append(out, string(k[len(prefix):]))
+	}
+	return out
+}
+
+// DonorSession is one session opened for a donor, with any partner, and
+// the donor's phone as it carries it (nil for a session of a build that
+// kept the phone in the donor's own vault entry).
+type DonorSession struct {
+	PartnerID string              `json:"partner_id"`
+	SessionID string              `json:"session_id"`
+	Phone     *domain.SealedPhone `json:"phone,omitempty"`
+}
+
+// SessionsOfDonor returns every session opened for the donor. A donor id is
+// made from one partner and a phone (eventlog.Vault.DonorID), so all of a
+// donor's sessions are with the partner the donors index names: the look-up
+// costs the donor's sessions, not the sessions stored.
+func (s *Store) SessionsOfDonor(donor string) ([]DonorSession, error) {
+	var out []DonorSession
+	err := s.view(func(tx *bolt.Tx) error {
+		partner := string(tx.Bucket(bucketDonors).Get([]byte(donor)))
+		if partner == "" {
+			return nil
+		}
+		sessions := tx.Bucket(bucketSessions)
+		for _, id := range donorSessionIDs(tx.Bucket(bucketDonorSessions).Cursor(), partner, donor) {
+			var sess domain.Session
+			ok, err := getJSON(sessions, sessionKey(partner, id), &sess)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("projections: the donor index names session %s of partner %s, which is missing", id, partner)
+			}
+			out = append(out, DonorSession{PartnerID: partner, SessionID: id, Phone: sess.Phone})
 		}
 		return nil
 	})

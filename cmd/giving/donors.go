@@ -18,7 +18,8 @@ import (
 // on the data directory. It needs the service's master key (--master-key,
 // or the one in --data): the donors who shared the erased phone keys are
 // moved to vault entries of their own. It may wait up to a minute and a
-// half for a phone key that still seals.
+// half for a phone key that still seals. It says where it found the donor's
+// sessions: a running instance's projections, or a read of the ledger.
 func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("giving donors forget", flag.ContinueOnError)
 	var lf ledgerFlags
@@ -55,11 +56,14 @@ func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Write
 	defer l.Close()
 	fmt.Fprintf(stderr, "(via %s)\n", via)
 	fmt.Fprintln(stderr, "(a phone key that sealed in the last 30 seconds is erased once it closes, up to a minute and a half from now)")
-	erased, err := app.NewOperators(l).ForgetDonor(ctx, secrets, donor, *partner)
+	f, err := app.NewOperators(l).ForgetDonor(ctx, secrets, donor, *partner)
+	if f.SessionsFrom != "" {
+		fmt.Fprintf(stderr, "(the donor's sessions: from %s)\n", f.SessionsFrom)
+	}
 	if err != nil {
 		return err
 	}
-	if !erased {
+	if !f.Erased {
 		fmt.Fprintf(stdout, "%s: no phone stored (already erased, or never stored)\n", donor)
 		return nil
 	}

@@ -9,34 +9,43 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
 
 // control answers operator requests that must run inside a serving instance
-// because it holds the projection file: today, "replay". Every instance
-// listens, so one request rebuilds every instance sharing the ledger, and
-// each streams its progress back to the requester.
+// because it holds the projection file. "replay": every instance listens,
+// so one request rebuilds every instance sharing the ledger, and each
+// streams its progress back to the requester. The donor-sessions question
+// (app.DonorSessionsTopic): one instance answers it from its projections.
 type control struct {
 	instance  string
 	ledger    *eventlog.Ledger
 	projector *projections.Projector
 	log       zerolog.Logger
+	// sessionsOfDonor answers app.DonorSessionsTopic.
+	sessionsOfDonor func(ctx context.Context, donor string) ([]projections.DonorSession, error)
 
-	stopListening func()
+	stopListening, stopAnswering func()
 	// taken counts the requests taken, for tests that must know one arrived.
 	taken atomic.Int64
 	mu    sync.Mutex // one rebuild at a time
 
-	// ctx ends when the instance stops, abandoning a rebuild; stop waits
-	// for the rebuilds before the stack closes the projection file and the
-	// ledger under them.
-	ctx      context.Context
-	cancel   context.CancelFunc
-	runMu    sync.Mutex // orders rebuilds.Add before stop's Wait
-	stopped  bool
-	rebuilds sync.WaitGroup
+	// ctx ends when the instance stops, abandoning a rebuild or an answer;
+	// stop waits for them (running) before the stack closes the projection
+	// file and the ledger under them.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	runMu   sync.Mutex // orders running.Add before stop's Wait
+	stopped bool
+	running sync.WaitGroup
 }
+
+// answerWait bounds an answer's wait for the projections to catch up; the
+// asker waits about as long (app's askWait) before it reads the ledger
+// itself.
+const answerWait = 25 * time.Second
 
 // ReplayTopic is the control-plane topic of "giving replay".
 const ReplayTopic = "replay"
@@ -57,14 +66,19 @@ func (c *control) listen() error {
 		return err
 	}
 	c.stopListening = stop
+	if c.stopAnswering, err = c.ledger.Answer(app.DonorSessionsTopic, c.donorSessions); err != nil {
+		return err
+	}
 	return nil
 }
 
 // stop takes no more requests, abandons a rebuild under way and waits
 // until it has let go of the files.
 func (c *control) stop() {
-	if c.stopListening != nil {
-		c.stopListening()
+	for _, stop := range []func(){c.stopListening, c.stopAnswering} {
+		if stop != nil {
+			stop()
+		}
 	}
 	c.runMu.Lock()
 	c.stopped = true
@@ -72,19 +86,45 @@ func (c *control) stop() {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	c.rebuilds.Wait()
+	c.running.Wait()
 }
 
-func (c *control) replay(reply func([]byte)) {
-	c.taken.Add(1)
+// start runs work off the connection's goroutine unless the instance is
+// stopping, and lets stop wait for it.
+func (c *control) start(work func()) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	if c.stopped {
 		return
 	}
-	c.rebuilds.Add(1)
+	c.running.Add(1)
 	go func() {
-		defer c.rebuilds.Done()
+		defer c.running.Done()
+		work()
+	}()
+}
+
+// donorSessions answers the donor-sessions question from this instance's
+// projections.
+func (c *control) donorSessions(donor []byte, answer func([]byte)) {
+	c.start(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, answerWait)
+		defer cancel()
+		a := app.DonorSessionsAnswer{Instance: c.instance}
+		sessions, err := c.sessionsOfDonor(ctx, string(donor))
+		if err != nil {
+			a.Error = err.Error()
+		} else {
+			a.Sessions = sessions
+		}
+		data, _ := json.Marshal(a)
+		answer(data)
+	})
+}
+
+func (c *control) replay(reply func([]byte)) {
+	c.taken.Add(1)
+	c.start(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		send := func(r ReplayReport) {
@@ -111,5 +151,5 @@ func (c *control) replay(reply func([]byte)) {
 			final.Error = err.Error()
 		}
 		send(final)
-	}()
+	})
 }

@@ -118,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := s.build(ctx, instance, vendors); err != nil {
 		return nil, err
 	}
-	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log}
+	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log, sessionsOfDonor: s.App.SessionsOfDonor}
 	s.Metrics.Watch(state{s})
 	return s, nil
 }

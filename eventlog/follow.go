@@ -246,11 +246,23 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	// fails loudly, as it did before, rather than wait in silence. It is
 	// not made again here: a new durable would start from the first event
 	// and send every webhook again.
+	caller := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go r.watch(ctx, cancel)
 	go r.keepAlive(ctx)
 	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, func(batch []jetstream.Msg) error {
+		if err := caller.Err(); err != nil {
+			// The caller's context has ended but the one made from it may
+			// not have yet: a context's Done closes before the contexts
+			// made from it are cancelled, and a handle that returned on
+			// the caller's Done can come back here in between. Hand the
+			// batch back, not out, or it is held until the hold runs out.
+			for _, m := range batch {
+				nak(m)
+			}
+			return err
+		}
 		out := make([]Delivery, 0, len(batch))
 		now := time.Now()
 		for _, m := range batch {

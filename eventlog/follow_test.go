@@ -240,6 +240,87 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 	})
 }
 
+// endedCtx reports itself ended while its Done never closes: the caller's
+// context as it looks in the moment after its Done closed and before the
+// contexts made from it are cancelled (a context closes its Done first).
+type endedCtx struct{ context.Context }
+
+func (endedCtx) Err() error { return context.Canceled }
+
+// Once its caller's context has ended, a shared reader hands nothing more
+// out, even before that has reached the contexts it made from it: what it
+// took from the server goes back at once. A handler that returned on the
+// caller's Done could otherwise be handed more in that moment, and those
+// would stay held for the hold (TestASharedReaderHandsBackWhatItTookAndDidNotHandOut
+// failed so, once, under CI's load).
+func TestASharedReaderHandsNothingOutOnceItsCallerEnded(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	pt := createPartner(t, l, "Acme")
+	now := time.Now()
+	var events []domain.Event
+	for i := range 2 {
+		ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
+			PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "ended-" + strconv.Itoa(i),
+			AccountRef: "acct_test", Amount: domain.Hundredths(100 + i), BankTS: now,
+		}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, *ev)
+	}
+	seqs, err := l.Fill(ctx, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.OpenSharedReader(ctx, eventlog.SharedReaderConfig{Name: "ended", Hold: time.Hour, MaxOut: 100}, func(err error) { t.Errorf("unreadable: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		ended <- r.Consume(endedCtx{ctx}, 10, func(ds []eventlog.Delivery) {
+			for _, d := range ds {
+				t.Errorf("handed out sequence %d after the caller's context ended", d.Record.Seq)
+			}
+		})
+	}()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("consuming ended with %v, want the caller's context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("consuming went on for 10 s after its caller's context ended")
+	}
+
+	// Both come again at once: handed back, not held for the hour.
+	cctx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	got := make(chan uint64, len(seqs))
+	go func() {
+		_ = r.Consume(cctx, 10, func(ds []eventlog.Delivery) {
+			for _, d := range ds {
+				d.Ack()
+				got <- d.Record.Seq
+			}
+		})
+	}()
+	var again []uint64
+	for len(again) < len(seqs) {
+		select {
+		case seq := <-got:
+			again = append(again, seq)
+		case <-cctx.Done():
+			t.Fatalf("handed out again %v; want %v at once", again, seqs)
+		}
+	}
+	slices.Sort(again)
+	if want := slices.Sorted(slices.Values(seqs)); !slices.Equal(again, want) {
+		t.Errorf("handed out again %v, want %v", again, want)
+	}
+}
+
 // A shared reader whose hold is short keeps an event its handler still
 // works on past the hold (it tells the server so), up to MaxHold, and then
 // lets it go: a dead instance's events wait only the hold, a slow one's up

@@ -49,6 +49,13 @@ func SetSharedReaderCheckForTest(d time.Duration) (restore func()) {
 	return func() { sharedReaderCheck = old }
 }
 
+// SetNewKeyTimeoutForTest shortens the bound on making a phone key.
+func SetNewKeyTimeoutForTest(d time.Duration) (restore func()) {
+	old := newKeyTimeout
+	newKeyTimeout = d
+	return func() { newKeyTimeout = old }
+}
+
 // DeleteForTest deletes the shared reader's consumer from the server.
 func (r *SharedReader) DeleteForTest(ctx context.Context) error {
 	return r.l.stream.DeleteConsumer(ctx, r.cons.CachedInfo().Name)

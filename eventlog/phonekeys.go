@@ -126,8 +126,8 @@ func (v *Vault) sealingKey(ctx context.Context) (*phoneKey, error) {
 	}
 }
 
-// newKeyTimeout bounds making a phone key.
-const newKeyTimeout = 10 * time.Second
+// newKeyTimeout bounds making a phone key (a variable for tests).
+var newKeyTimeout = 10 * time.Second
 
 // sealing returns the key this instance seals with now, nil when there is
 // none.

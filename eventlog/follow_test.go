@@ -137,21 +137,10 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
-	now := time.Now()
-	deposit := func(i int) domain.Event {
-		ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
-			PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "handback-" + strconv.Itoa(i),
-			AccountRef: "acct_test", Amount: domain.Hundredths(100 + i), BankTS: now,
-		}, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *ev
-	}
 	// Three public events, each after an internal one.
 	var public []uint64
 	for i := range 3 {
-		seqs, err := l.Fill(ctx, []domain.Event{keyIssued(pt), deposit(i)})
+		seqs, err := l.Fill(ctx, []domain.Event{keyIssued(pt), credited(t, pt, "handback-"+strconv.Itoa(i), domain.Hundredths(100+i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,19 +246,7 @@ func TestASharedReaderHandsNothingOutOnceItsCallerEnded(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
-	now := time.Now()
-	var events []domain.Event
-	for i := range 2 {
-		ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
-			PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "ended-" + strconv.Itoa(i),
-			AccountRef: "acct_test", Amount: domain.Hundredths(100 + i), BankTS: now,
-		}, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, *ev)
-	}
-	seqs, err := l.Fill(ctx, events)
+	seqs, err := l.Fill(ctx, []domain.Event{credited(t, pt, "ended-0", 100), credited(t, pt, "ended-1", 101)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,15 +306,7 @@ func TestASharedReaderKeepsWhatItWorksOnUpToMaxHold(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
-	now := time.Now()
-	ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
-		PartnerID: pt, ChurchID: domain.NewID(domain.PrefixChurch), Trace: "kept-alive",
-		AccountRef: "acct_test", Amount: 100, BankTS: now,
-	}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := l.Fill(ctx, []domain.Event{*ev})
+	seqs, err := l.Fill(ctx, []domain.Event{credited(t, pt, "kept-alive", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}

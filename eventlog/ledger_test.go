@@ -42,6 +42,21 @@ func keyIssued(partner string) domain.Event {
 	return domain.NewEvent(partner, partner, "", time.Now(), &domain.KeyIssued{KeyID: key.ID, Prefix: key.Prefix, Hash: key.Hash})
 }
 
+// credited is a deposit credited to a new church of the partner: a public
+// event, under trace, of amount hundredths.
+func credited(t *testing.T, partner, trace string, amount domain.Hundredths) domain.Event {
+	t.Helper()
+	now := time.Now()
+	ev, err := domain.ReconcileCredit(domain.Deposit{}, domain.Credit{
+		PartnerID: partner, ChurchID: domain.NewID(domain.PrefixChurch), Trace: trace,
+		AccountRef: "acct_test", Amount: amount, BankTS: now,
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *ev
+}
+
 func TestAppendDetectsConflictAndDuplicates(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)

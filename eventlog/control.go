@@ -23,14 +23,21 @@ func (l *Ledger) controlSubject(topic string) string {
 // per request, on the connection's goroutine, and gets the function that
 // sends a reply to the requester; it should hand long work off.
 func (l *Ledger) Listen(topic string, handle func(reply func([]byte))) (stop func(), err error) {
-	sub, err := l.nc.Subscribe(l.controlSubject(topic), func(msg *nats.Msg) {
+	return l.serve(topic, "", func(_ []byte, reply func([]byte)) { handle(reply) })
+}
+
+// serve runs handle for each request on topic that asks for a reply, in
+// the queue group queue (none: every subscriber gets each request), until
+// stop is called.
+func (l *Ledger) serve(topic, queue string, handle func(data []byte, reply func([]byte))) (stop func(), err error) {
+	sub, err := l.nc.QueueSubscribe(l.controlSubject(topic), queue, func(msg *nats.Msg) {
 		if msg.Reply == "" {
 			return
 		}
-		handle(func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
+		handle(msg.Data, func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
 	})
 	if err != nil {
-		return nil, natsErr("control listen "+topic, err)
+		return nil, natsErr("control "+topic, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
@@ -84,16 +91,7 @@ const answerers = "answerers"
 // connection's goroutine, with the question's data and the function that
 // sends the answer; it should hand long work off.
 func (l *Ledger) Answer(topic string, handle func(data []byte, answer func([]byte))) (stop func(), err error) {
-	sub, err := l.nc.QueueSubscribe(l.controlSubject(topic), answerers, func(msg *nats.Msg) {
-		if msg.Reply == "" {
-			return
-		}
-		handle(msg.Data, func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
-	})
-	if err != nil {
-		return nil, natsErr("control answer "+topic, err)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	return l.serve(topic, answerers, handle)
 }
 
 // ErrNoAnswerer means no instance answers questions on the topic: none is

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -424,4 +425,34 @@ func grepDir(t *testing.T, dir, s string) string {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// Two stacks on one host start side by side on their defaults: metrics are
+// served only where asked, and an address already taken says what to do.
+func TestTwoStacksOnOneHostDoNotCollide(t *testing.T) {
+	t.Parallel()
+	var stacks []*server
+	production := []string{"GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
+		"GIVING_VENDOR_SECRET_PAYROLL=p", "GIVING_VENDOR_SECRET_BANK=b", "GIVING_VENDOR_SECRET_KYC=k"}
+	for env, vars := range map[string][]string{"sandbox": nil, "production": production} {
+		s := launchCommand(t, "", vars, "serve", "--env", env, "--data", t.TempDir(),
+			"--addr", "127.0.0.1:0", "--nats-listen", "")
+		s.waitPrinted(t, "its address", func(line string) bool { return strings.Contains(line, " stack listening on ") })
+		stacks = append(stacks, s)
+	}
+	for _, s := range stacks {
+		if strings.Contains(s.Stdout.String(), "/metrics") {
+			t.Fatalf("metrics served though no --metrics-addr was given:\n%s", s.Stdout)
+		}
+	}
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	r := runCLI(t, nil, "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--nats-listen", "", "--metrics-addr", taken.Addr().String())
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--metrics-addr") || !strings.Contains(r.Stderr, "give each instance on a host its own --metrics-addr") {
+		t.Fatalf("a taken metrics address: %d %s", r.Code, r.Stderr)
+	}
 }

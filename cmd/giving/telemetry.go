@@ -25,7 +25,7 @@ type telemetryFlags struct {
 }
 
 func (f *telemetryFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "listen address of /metrics for Prometheus, apart from the API (empty: none)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "listen address of /metrics for Prometheus, apart from the API, such as 127.0.0.1:9464 (empty, the default: none, so that two stacks on one host never collide)")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on the metrics listener")
 }
 
@@ -40,7 +40,7 @@ func (f *telemetryFlags) listen() (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", f.metricsAddr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s (--metrics-addr): %w", f.metricsAddr, err)
+		return nil, fmt.Errorf("listen %s (--metrics-addr): %w; give each instance on a host its own --metrics-addr, or none with --metrics-addr ''", f.metricsAddr, err)
 	}
 	return ln, nil
 }

@@ -71,6 +71,10 @@ var (
 		About: "No such route, or no such resource visible to this partner. A resource of another partner is reported the same way as one that does not exist."})
 	ProblemMethodNotAllowed = define(Problem{Code: "method-not-allowed", Kind: KindInvalid, Status: 405, Title: "Method not allowed",
 		About: "The route exists but not for this method. The Allow header lists the methods it takes."})
+	ProblemMalformedRequest = define(Problem{Code: "malformed-request", Kind: KindInvalid, Status: 400, Title: "Malformed request",
+		About: "The HTTP request itself could not be parsed, before any route saw it: a malformed request line, path or header, a bad Content-Length, an unsupported Transfer-Encoding or HTTP version. The detail says which when it is known. Fix the client's request; retrying it unchanged fails the same way."})
+	ProblemHeadersTooLarge = define(Problem{Code: "headers-too-large", Kind: KindInvalid, Status: 431, Title: "Request headers too large",
+		About: "The request's headers exceed 1 MiB in all. Send fewer or shorter headers."})
 	ProblemMalformedJSON = define(Problem{Code: "malformed-json", Kind: KindInvalid, Status: 400, Title: "Malformed JSON",
 		About: "The request body is not a single valid JSON value of the expected shape."})
 	ProblemUnsupportedMedia = define(Problem{Code: "unsupported-media-type", Kind: KindInvalid, Status: 415, Title: "Unsupported media type",

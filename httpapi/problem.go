@@ -24,16 +24,22 @@ type problem struct {
 // writeProblem sends a problem+json response. It is the only writer of error
 // bodies in the service.
 func writeProblem(w http.ResponseWriter, r *http.Request, p domain.Problem, detail string, fields []domain.FieldError) {
-	if detail == "" {
-		detail = p.Title + "."
-	}
-	body, _ := json.Marshal(problem{Type: p.TypeURI(), Title: p.Title, Status: p.Status, Detail: detail, RequestID: requestID(r.Context()), Errors: fields})
+	body := problemBody(p, detail, requestID(r.Context()), fields)
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// problemBody is the problem+json body of p for the request with this id.
+func problemBody(p domain.Problem, detail, requestID string, fields []domain.FieldError) []byte {
+	if detail == "" {
+		detail = p.Title + "."
+	}
+	body, _ := json.Marshal(problem{Type: p.TypeURI(), Title: p.Title, Status: p.Status, Detail: detail, RequestID: requestID, Errors: fields})
+	return body
 }
 
 // writeError maps an error to its problem: the one place where an

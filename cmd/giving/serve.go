@@ -165,7 +165,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			errc <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
 			return
 		}
-		errc <- srv.Serve(ln)
+		errc <- srv.Serve(st.API.Listener(ln))
 	}()
 
 	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -83,6 +84,10 @@ type Deps struct {
 	Attempts *eventlog.AttemptLog
 	// Recoveries keeps the recoveries this and every other instance run.
 	Recoveries *eventlog.Recoveries
+	// Instance names this instance stably across restarts: the recoveries
+	// it runs are leased in that name, so that after a crash it takes its
+	// own back as soon as it is up again. Empty names this process alone.
+	Instance string
 }
 
 // Dispatcher delivers partner events to webhook endpoints.
@@ -98,7 +103,7 @@ type Dispatcher struct {
 	endpoints *endpoints
 
 	recoveries *eventlog.Recoveries
-	// instance names this process as the owner of the recoveries it runs.
+	// instance names this instance as the owner of the recoveries it runs.
 	instance string
 	runs     recoveryRuns
 	sender   *sender
@@ -148,7 +153,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
-		recoveries: d.Recoveries, instance: domain.NewID(""),
+		recoveries: d.Recoveries, instance: cmp.Or(d.Instance, domain.NewID("")),
 		runs: recoveryRuns{running: map[string]bool{}, wake: make(chan struct{}, 1)},
 	}
 	if err := disp.setup(ctx); err != nil {

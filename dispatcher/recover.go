@@ -18,9 +18,10 @@ import (
 // attempt slots, so live deliveries and the recovery share the endpoint's
 // concurrency. Its position is stored after every event: after a clean
 // stop the lease is given back and the recovery resumes at the next event,
-// on this instance after a restart or on another one; after a crash,
-// another instance takes it over once the lease has run out, and the event
-// that was under way may be sent again (delivery is at least once).
+// on this instance after a restart or on another one; after a crash, the
+// same instance takes it over as soon as it is back (the lease is in its
+// name), another one once the lease has run out, and the event that was
+// under way may be sent again (delivery is at least once).
 
 // recoveryRescan bounds how long a recovery left without a runner waits
 // for one.
@@ -87,7 +88,12 @@ func (d *Dispatcher) claimRecoveries(ctx context.Context) {
 		return
 	}
 	for _, r := range running {
-		if d.runs.has(r.ID) || (r.Owner != "" && time.Now().Before(r.LeaseUntil)) {
+		// A lease in this instance's own name that this process does not
+		// run was left by its previous life, stopped before it could give
+		// the lease back (a crash): nobody else runs it, so it is taken
+		// over at once instead of when the lease runs out.
+		leftByMe := r.Owner == d.instance
+		if d.runs.has(r.ID) || (r.Owner != "" && !leftByMe && time.Now().Before(r.LeaseUntil)) {
 			continue
 		}
 		r.Owner, r.LeaseUntil = d.instance, time.Now().Add(d.recoveryLease())

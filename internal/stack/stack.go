@@ -176,7 +176,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
-	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries}); err != nil {
+	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries, Instance: instance}); err != nil {
 		return err
 	}
 	s.App, err = app.New(app.Config{

@@ -77,52 +77,46 @@ func (s *Service) enrollmentOf(v projections.EnrollmentView) Enrollment {
 func cancelNoteAAD(partner, id string) []byte { return []byte(partner + "/" + id) }
 
 // changeEnrollment runs one decision on an enrollment loaded from the
-// ledger. It returns the record appended (nil when the decision changed
-// nothing) and the ledger position the decision saw, which the answer waits
-// for, so even an answer that appended nothing shows what was decided on.
-func (s *Service) changeEnrollment(ctx context.Context, partner, id string, decide func(*domain.Enrollment) (*domain.Event, error)) (*eventlog.Record, uint64, error) {
+// ledger, and returns the enrollment as the decision left it (change).
+func (s *Service) changeEnrollment(ctx context.Context, partner, id string, decide func(*domain.Enrollment) (*domain.Event, error)) (changed[domain.Enrollment], error) {
 	if !domain.ValidID(domain.PrefixEnrollment, id) {
-		return nil, 0, domain.NotFound("enrollment", id)
+		return changed[domain.Enrollment]{}, domain.NotFound("enrollment", id)
 	}
-	var seen uint64
-	out, err := s.run(ctx, eventlog.Command{
-		Partner: partner, Aggregate: id,
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			seen = h.Last
-			e := domain.Fold[domain.Enrollment](h.Events)
-			if !e.Exists() {
-				return nil, domain.NotFound("enrollment", id)
-			}
-			return decide(&e)
-		},
+	return change(ctx, s, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+		if !e.Exists() {
+			return nil, domain.NotFound("enrollment", id)
+		}
+		return decide(e)
 	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if out.Record != nil {
-		seen = max(seen, out.Record.Seq)
-	}
-	return out.Record, seen, nil
 }
 
-// answerEnrollment is the enrollment once the local projections show at
-// least position seen.
-func (s *Service) answerEnrollment(ctx context.Context, partner, id string, seen uint64) (Enrollment, error) {
-	if err := s.waitApplied(ctx, seen); err != nil {
+// answerEnrollment answers with the enrollment as the request left it, once
+// the local projections show at least that, so reads that follow see it.
+func (s *Service) answerEnrollment(ctx context.Context, c changed[domain.Enrollment]) (Enrollment, error) {
+	if err := s.waitApplied(ctx, c.Seen); err != nil {
 		return Enrollment{}, err
 	}
-	return s.Enrollment(partner, id)
+	// The donor never changes: the projections' copy is the request's.
+	v, ok, err := s.store.Enrollment(c.State.PartnerID, c.State.ID)
+	if err != nil {
+		return Enrollment{}, err
+	}
+	if !ok {
+		return Enrollment{}, domain.NotFound("enrollment", c.State.ID)
+	}
+	v.Enrollment = c.State
+	return s.enrollmentOf(v), nil
 }
 
 // moveEnrollment runs one status move and answers the enrollment.
 func (s *Service) moveEnrollment(ctx context.Context, partner, id string, decide func(*domain.Enrollment, time.Time) (*domain.Event, error)) (Enrollment, error) {
-	_, seen, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+	c, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
 		return decide(e, s.Now())
 	})
 	if err != nil {
 		return Enrollment{}, err
 	}
-	return s.answerEnrollment(ctx, partner, id, seen)
+	return s.answerEnrollment(ctx, c)
 }
 
 // PauseEnrollment pauses an active enrollment (enrollment.paused).
@@ -148,23 +142,21 @@ func (s *Service) CancelEnrollment(ctx context.Context, partner, id string, reas
 			return Enrollment{}, v.Err()
 		}
 	}
-	canceled, seen, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+	c, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
 		return domain.CancelEnrollment(e, s.Now())
 	})
 	if err != nil {
 		return Enrollment{}, err
 	}
-	if canceled != nil && reason != nil && *reason != "" {
+	if c.Record != nil && reason != nil && *reason != "" {
 		sealed := s.cancelSeal.Seal([]byte(*reason), cancelNoteAAD(partner, id))
-		_, noted, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+		if c, err = s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
 			return domain.NoteCancelReason(e, sealed, s.Now()), nil
-		})
-		if err != nil {
+		}); err != nil {
 			return Enrollment{}, err
 		}
-		seen = max(seen, noted)
 	}
-	return s.answerEnrollment(ctx, partner, id, seen)
+	return s.answerEnrollment(ctx, c)
 }
 
 // UpdateEnrollment sets a new value for the enrollment, in its mode (value
@@ -182,28 +174,30 @@ func (s *Service) UpdateEnrollment(ctx context.Context, partner, id string, valu
 	if err != nil {
 		return Enrollment{}, err
 	}
-	if g.Value > cur.Giving.Value && cur.Status != domain.EnrollmentPendingConsent && !cur.Status.Final() {
-		// Only the donor can consent to more; a donor whose phone was
-		// erased cannot confirm it's them any more.
-		if err := s.checkEnrollmentDonor(ctx, cur); errors.Is(err, ErrDonorForgotten) {
-			return Enrollment{}, domain.ProblemConflict.New("The donor's details were erased, so they cannot consent to a higher value; the enrollment keeps its value.")
-		} else if err != nil {
-			return Enrollment{}, err
-		}
-	}
 	now := s.Now()
 	consent := domain.ConsentRequest{SessionID: domain.NewID(domain.PrefixSession), ExpiresAt: now.Add(domain.SessionLifetime)}
-	rec, seen, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+	c, err := s.changeEnrollment(ctx, partner, id, func(e *domain.Enrollment) (*domain.Event, error) {
+		// Only the donor can consent to more; a donor whose phone was
+		// erased cannot confirm it's them any more. Checked as the
+		// decision is made, so a retry that finds its earlier run's event
+		// answers that, whatever became of the donor since.
+		if g.Value > e.Giving.Value && e.Status != domain.EnrollmentPendingConsent && !e.Status.Final() {
+			if err := s.checkEnrollmentDonor(ctx, cur); errors.Is(err, ErrDonorForgotten) {
+				return nil, domain.ProblemConflict.New("The donor's details were erased, so they cannot consent to a higher value; the enrollment keeps its value.")
+			} else if err != nil {
+				return nil, err
+			}
+		}
 		return domain.UpdateEnrollment(e, g.Value, consent, now)
 	})
 	if err != nil {
 		return Enrollment{}, err
 	}
 	var url string
-	if rec != nil {
+	if c.Record != nil {
 		// After a crash takeover the record is the earlier run's: open the
 		// session it named.
-		ev, err := rec.Event()
+		ev, err := c.Record.Event()
 		if err != nil {
 			return Enrollment{}, err
 		}
@@ -213,7 +207,7 @@ func (s *Service) UpdateEnrollment(ctx context.Context, partner, id string, valu
 			}
 		}
 	}
-	out, err := s.answerEnrollment(ctx, partner, id, seen)
+	out, err := s.answerEnrollment(ctx, c)
 	out.ConsentURL = url
 	return out, err
 }
@@ -277,7 +271,7 @@ func (s *Service) openConsent(ctx context.Context, e Enrollment, req *domain.Enr
 // session can no longer change: the new value when the donor consented, the
 // old one when the session expired (domain.SettleUpdate).
 func (s *Service) settleConsent(ctx context.Context, partner, enrollmentID string, sess domain.Session) error {
-	_, _, err := s.changeEnrollment(ctx, partner, enrollmentID, func(e *domain.Enrollment) (*domain.Event, error) {
+	_, err := s.changeEnrollment(ctx, partner, enrollmentID, func(e *domain.Enrollment) (*domain.Event, error) {
 		return domain.SettleUpdate(e, &sess, s.Now()), nil
 	})
 	return err

@@ -168,22 +168,26 @@ func (s *Service) FailEndpoint(ctx context.Context, partner, id string) error {
 }
 
 // changeEndpoint runs decide on one of the partner's endpoints and answers
-// with the endpoint as the projections then hold it.
+// with the endpoint as the decision left it (change).
 func (s *Service) changeEndpoint(ctx context.Context, partner, id string, decide func(*domain.WebhookEndpoint) (*domain.Event, error)) (projections.WebhookEndpoint, error) {
 	if !domain.ValidID(domain.PrefixEndpoint, id) {
 		return projections.WebhookEndpoint{}, domain.NotFound("webhook endpoint", id)
 	}
-	_, err := s.run(ctx, eventlog.Command{
-		Partner: partner, Aggregate: id,
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
-			return decide(&ep)
-		},
-	})
+	c, err := change(ctx, s, partner, id, decide)
 	if err != nil {
 		return projections.WebhookEndpoint{}, err
 	}
-	return s.Endpoint(partner, id)
+	if err := s.waitApplied(ctx, c.Seen); err != nil {
+		return projections.WebhookEndpoint{}, err
+	}
+	// Its place in the list never changes: the projections' copy is the
+	// request's.
+	ep, err := s.Endpoint(partner, id)
+	if err != nil {
+		return projections.WebhookEndpoint{}, err
+	}
+	ep.WebhookEndpoint = c.State
+	return ep, nil
 }
 
 // Endpoint is one of the partner's endpoints, or a not-found error.

@@ -79,6 +79,21 @@ func Fold[T any, PT interface {
 	return x
 }
 
+// FoldThrough is Fold over events up to and including the one with id: the
+// aggregate as that event left it. It reports false when no event has id.
+func FoldThrough[T any, PT interface {
+	*T
+	Apply(Event)
+}](events []Event, id string) (T, bool) {
+	for i, e := range events {
+		if e.ID == id {
+			return Fold[T, PT](events[:i+1]), true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 // TimeLayout is how every timestamp the service shows is written: ISO 8601 in
 // UTC with exactly three fraction digits.
 const TimeLayout = "2006-01-02T15:04:05.000Z"

@@ -72,6 +72,16 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	for i, p := range partners {
 		partners[i].Church = importChurch(t, &apitest.Client{TB: t, Base: srv.URL, Key: p.APIKey}, "Crash Church")
 	}
+	// Enrollments for the load's moves (update, pause, resume, cancel),
+	// made through the ledger: the hosted flow is not what this test kills.
+	setup, err := eventlog.Open(context.Background(), eventlog.Config{Env: domain.Sandbox, NATSURL: srv.natsURL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range partners {
+		partners[i].Moves = movableEnrollments(t, setup, partners[i], 3)
+	}
+	setup.Close()
 	rc := newReceiver(t, nil)
 
 	const rounds, perRound = 10, 15

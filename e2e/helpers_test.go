@@ -1441,9 +1441,48 @@ func freeAddr(t *testing.T) string {
 }
 
 // loadPartner is a partner the write load acts as, with one church of its
-// own for sessions and deposits.
+// own for sessions and deposits, and enrollments for the load to move.
 type loadPartner struct {
 	ID, APIKey, Church, Origin string
+	Moves                      []enrollmentMove
+}
+
+// enrollmentMove is one move the load makes on an enrollment of its own:
+// update (to a lower value, so it applies at once), pause, resume or cancel.
+type enrollmentMove struct {
+	Kind, EnrollmentID string
+}
+
+// moveKinds are the enrollment moves of the load, and the event each one
+// appends.
+var moveKinds = map[string]string{"update": "enrollment.updated", "pause": "enrollment.paused", "resume": "enrollment.resumed", "cancel": "enrollment.canceled"}
+
+// movableEnrollments makes n enrollments of the partner's church for each
+// move kind, each in a status that allows its move (active; paused for a
+// resume), through the ledger l.
+func movableEnrollments(t *testing.T, l *eventlog.Ledger, p loadPartner, n int) []enrollmentMove {
+	t.Helper()
+	ctx := context.Background()
+	var out []enrollmentMove
+	for range n {
+		for _, kind := range []string{"update", "pause", "resume", "cancel"} {
+			rec, err := createEnrollment(ctx, l, p.ID, p.Church)
+			if err == nil {
+				_, err = activateEnrollment(ctx, l, p.ID, rec.Aggregate)
+			}
+			if err == nil && kind == "resume" {
+				_, err = execute(ctx, l, p.ID, rec.Aggregate, func(h eventlog.History) (*domain.Event, error) {
+					e := domain.Fold[domain.Enrollment](h.Events)
+					return domain.PauseEnrollment(&e, time.Now())
+				})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, enrollmentMove{Kind: kind, EnrollmentID: rec.Aggregate})
+		}
+	}
+	return out
 }
 
 // writeJob is one partner write of the load, identified by its key.
@@ -1463,19 +1502,31 @@ type writeJob struct {
 
 // writeKinds are the load's writes, and the status each answers when done
 // (or 200, replayed).
-var writeKinds = map[string]int{"import": http.StatusOK, "session": http.StatusCreated, "endpoint": http.StatusCreated, "deposit": http.StatusOK}
+var writeKinds = map[string]int{"import": http.StatusOK, "session": http.StatusCreated, "endpoint": http.StatusCreated, "deposit": http.StatusOK,
+	"update": http.StatusOK, "pause": http.StatusOK, "resume": http.StatusOK, "cancel": http.StatusOK}
 
 // writeLoad makes n writes per partner, mixed: imports, donor sessions and
-// deposit simulations in turn, and every eighth a webhook endpoint (at most
-// twelve per partner, under the endpoint limit) pointing at receiver.
+// deposit simulations in turn, every eighth a webhook endpoint (at most
+// twelve per partner, under the endpoint limit) pointing at receiver, and
+// every fifth, while the partner has some, one of its enrollment moves.
 func writeLoad(partners []loadPartner, n int, prefix, receiver string) []*writeJob {
 	var jobs []*writeJob
 	for pi, p := range partners {
-		endpoints := 0
+		endpoints, moves := 0, p.Moves
 		for i := range n {
 			key := fmt.Sprintf("%s-%d-%04d", prefix, pi, i)
 			j := &writeJob{partner: p, key: key}
 			switch {
+			case i%5 == 4 && len(moves) > 0:
+				m := moves[0]
+				moves = moves[1:]
+				j.kind, j.path = m.Kind, "/v1/enrollments/"+m.EnrollmentID+"/"+m.Kind
+				switch m.Kind {
+				case "update":
+					j.body = []byte(`{"value":1.25}`)
+				case "cancel":
+					j.body = fmt.Appendf(nil, `{"reason":"Asked to stop (%s)."}`, key)
+				}
 			case i%8 == 7 && endpoints < 12:
 				endpoints++
 				j.kind, j.path = "endpoint", "/v1/webhook_endpoints"
@@ -1655,6 +1706,19 @@ func checkWrites(t *testing.T, base string, l *eventlog.Ledger, jobs []*writeJob
 	for _, ev := range ledgerEvents(t, l, "deposit.received") {
 		count("deposit", ev.Payload.(*domain.DepositReceived).Trace)
 	}
+	moved := map[string]string{} // enrollment → the move the load made on it
+	for _, j := range jobs {
+		if _, ok := moveKinds[j.kind]; ok {
+			moved[strings.Split(j.path, "/")[3]] = j.kind
+		}
+	}
+	for kind, eventType := range moveKinds {
+		for _, ev := range ledgerEvents(t, l, eventType) {
+			if moved[ev.AggregateID] == kind {
+				count(kind, ev.AggregateID)
+			}
+		}
+	}
 	for _, j := range jobs {
 		if perKey[j.key] != 1 {
 			t.Fatalf("%s %s: %d effects in the ledger, want exactly 1", j.kind, j.key, perKey[j.key])
@@ -1684,6 +1748,9 @@ func checkReadBack(t *testing.T, client *http.Client, base string, j *writeJob) 
 	case "endpoint":
 		want, id = answer, answer["id"].(string)
 		path = "/v1/webhook_endpoints/" + id
+	case "update", "pause", "resume", "cancel":
+		want, id = answer, answer["enrollment_id"].(string)
+		path = "/v1/enrollments/" + id
 	case "deposit":
 		sim := answer["simulated"].(map[string]any)
 		if answer["status_code"].(float64) != 200 {

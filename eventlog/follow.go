@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Follow reads the ledger in order from sequence from (1 for the start) and
@@ -30,12 +32,23 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 	if err != nil {
 		return err
 	}
+	// The watchdog tears the follower down when the ledger holds events
+	// past the last one it received and nothing comes (watchdog.go).
+	var received atomic.Uint64
+	received.Store(max(from, 1) - 1)
+	w := newWatchdog(telemetry.ConsumerFollower, func(ctx context.Context) (bool, error) {
+		last, err := l.LastSeq(ctx)
+		return last > received.Load(), err
+	})
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go l.watch(ctx, w, stop)
 	// An ordered consumer recovers from a pull the server never answered
 	// (as on a cluster whose stream was just created) by making itself again
 	// once two heartbeats are missed: at nats.go's default of 5 s, a new
 	// instance's projections could sit 10 s at 0. A heartbeat a second
 	// costs an idle follower one small message a second.
-	return consumeBatches(ctx, cons, batch, gatherWait, nil, func(msgs []jetstream.Msg) error {
+	err = consumeBatches(ctx, cons, batch, gatherWait, nil, w, func(msgs []jetstream.Msg) error {
 		recs := make([]Record, 0, len(msgs))
 		for _, m := range msgs {
 			rec, err := l.recordOfMsg(m)
@@ -44,8 +57,13 @@ func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func
 			}
 			recs = append(recs, rec)
 		}
+		received.Store(recs[len(recs)-1].Seq)
 		return handle(recs)
 	}, jetstream.PullHeartbeat(followHeartbeat))
+	if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
+		return fmt.Errorf("follow from %d: %w", received.Load()+1, cause)
+	}
+	return err
 }
 
 // followHeartbeat is how often the server tells an idle follower it is
@@ -251,7 +269,18 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	defer cancel(nil)
 	go r.watch(ctx, cancel)
 	go r.keepAlive(ctx)
-	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, func(batch []jetstream.Msg) error {
+	// The watchdog tears the reading down when events wait on the server
+	// to be handed out, there is room to hand them out, and none comes
+	// (watchdog.go).
+	w := newWatchdog(telemetry.ConsumerSharedReader, func(ctx context.Context) (bool, error) {
+		info, err := r.cons.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		return info.NumPending > 0 && (info.Config.MaxAckPending <= 0 || info.NumAckPending < info.Config.MaxAckPending), nil
+	})
+	go r.l.watch(ctx, w, cancel)
+	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, w, func(batch []jetstream.Msg) error {
 		if err := caller.Err(); err != nil {
 			// The caller's context has ended but the one made from it may
 			// not have yet: a context's Done closes before the contexts
@@ -282,7 +311,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 	sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), handBackWait)
 	defer stop()
 	_ = r.Settled(sctx) // what it handed back, for a stop of the server that may follow
-	if cause := context.Cause(ctx); errors.Is(cause, errReaderGone) {
+	if cause := context.Cause(ctx); errors.Is(cause, errReaderGone) || errors.Is(cause, ErrStalled) {
 		return cause
 	}
 	return err
@@ -416,7 +445,7 @@ const handBackWait = 5 * time.Second
 // message the server had taken for this client and not yet sent when the
 // client gave up its interest is still held until the ack wait (the server
 // drops it): at most what its queue to the client held, on a busy consumer.
-func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, settle *settling, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
+func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, settle *settling, w *watchdog, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
 	it, err := cons.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max)}, opts...)...)
 	if err != nil {
 		return natsErr("consume", err)
@@ -431,6 +460,7 @@ func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gathe
 				errc <- err
 				return
 			}
+			w.arrived()
 			if settle != nil && settle.early != nil && settle.early(m) {
 				continue
 			}
@@ -450,9 +480,19 @@ func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gathe
 	if settle != nil {
 		release = settle.release
 	}
-	err = batchLoop(ctx, msgs, errc, max, gather, release, handle)
+	err = batchLoop(ctx, msgs, errc, max, gather, release, func(batch []jetstream.Msg) error {
+		return w.handle(func() error { return handle(batch) })
+	})
 	if settle == nil {
-		it.Stop()
+		// Stopping an ordered consumer waits for a re-creation under way
+		// to give up (up to nats.go's backoff and a create's timeout):
+		// a stalled one is left to stop on its own, so that its owner
+		// makes a new one at once. Nothing it holds needs handing back.
+		if errors.Is(context.Cause(ctx), ErrStalled) {
+			go it.Stop()
+		} else {
+			it.Stop()
+		}
 		return err
 	}
 	it.Drain()

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,9 @@ type Config struct {
 	// ones wait to share an atomic batch (group commit); 0 means
 	// DefaultGroupCommitAt.
 	GroupCommitAt int
+	// Client names this process's connection to NATS, as the server's
+	// monitoring shows it; empty is "giving".
+	Client string
 	// Unsynced runs the embedded server without syncing each write before
 	// acknowledging it. Only giving bench sets it, to fill a ledger fast
 	// (Fill); the service never runs with it.
@@ -144,7 +148,7 @@ func (l *Ledger) streamConfig() jetstream.StreamConfig {
 
 func (l *Ledger) connect() error {
 	if l.cfg.NATSURL != "" {
-		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name("giving"), nats.MaxReconnects(-1))
+		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name(cmp.Or(l.cfg.Client, "giving")), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
 		}
@@ -186,7 +190,7 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 			return err
 		}
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("giving"), nats.Token(token))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(cmp.Or(l.cfg.Client, "giving")), nats.Token(token))
 	if err != nil {
 		srv.Shutdown()
 		_ = removeInstance(dir)

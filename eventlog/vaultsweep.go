@@ -59,7 +59,7 @@ func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs VaultRefs) 
 		return err
 	}
 	prefix := "$KV." + strings.TrimPrefix(v.stream.CachedInfo().Config.Name, "KV_") + "."
-	return consumeBatches(ctx, cons, 100, 0, &settling{release: nak}, func(batch []jetstream.Msg) error {
+	return consumeBatches(ctx, cons, 100, 0, &settling{release: nak}, nil, func(batch []jetstream.Msg) error {
 		for _, m := range batch {
 			if err := v.check(ctx, m, prefix, grace, refs); err != nil {
 				return err

@@ -30,6 +30,7 @@ type Metrics struct {
 	rateLimited    prometheus.Counter
 	replays        prometheus.Counter
 	vendorWebhooks *prometheus.CounterVec
+	stalls         *prometheus.CounterVec
 }
 
 // Ledger append results, the values of giving_ledger_appends_total's
@@ -65,6 +66,17 @@ const (
 	LagAttempted = "attempted"
 )
 
+// Long-lived ledger consumers, the values of giving_ledger_consumer_stalls_total's
+// consumer label.
+const (
+	// ConsumerFollower: an instance's own reader of the ledger, feeding its
+	// projections.
+	ConsumerFollower = "follower"
+	// ConsumerSharedReader: the reader the instances share to fan events out
+	// to webhook endpoints.
+	ConsumerSharedReader = "shared_reader"
+)
+
 // Delivery outcomes and vendor kinds, listed so that every series exists
 // from the start: a rate or a ratio over a series that appears only with
 // its first failure is blind until then.
@@ -74,6 +86,7 @@ var (
 	vendorResults    = []string{VendorAccepted, VendorDuplicate, VendorInvalidSignature, VendorInvalid, VendorRefused, VendorFailed}
 	appendResults    = []string{AppendOK, AppendDuplicate, AppendConflict, AppendRejected, AppendUnavailable}
 	lagStages        = []string{LagRead, LagApplied, LagAttempted}
+	consumers        = []string{ConsumerFollower, ConsumerSharedReader}
 )
 
 // NewMetrics builds a registry with every metric of the service, the Go
@@ -136,6 +149,13 @@ func NewMetrics() *Metrics {
 		Help: "Inbound vendor webhooks by vendor and result: accepted, duplicate, invalid_signature, invalid, refused (a 4xx from the use case), failed (ours).",
 	}, []string{"vendor", "result"})
 
+	m.stalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "giving_ledger_consumer_stalls_total",
+		Help: "Times a long-lived ledger consumer received nothing while the ledger held events for it, and was torn down to be made again (watchdog), by consumer: follower, shared_reader.",
+	}, []string{"consumer"})
+	for _, c := range consumers {
+		m.stalls.WithLabelValues(c)
+	}
 	for _, o := range deliveryOutcomes {
 		m.deliveries.WithLabelValues(o)
 	}
@@ -154,7 +174,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration, m.appendDuration, m.appends, m.batchSize,
-		m.deliveries, m.deliveryDuration, m.dispatchLag, m.feedPage, m.rateLimited, m.replays, m.vendorWebhooks,
+		m.deliveries, m.deliveryDuration, m.dispatchLag, m.feedPage, m.rateLimited, m.replays, m.vendorWebhooks, m.stalls,
 	)
 	return m
 }
@@ -171,6 +191,14 @@ func (m *Metrics) HTTPRequest(ctx context.Context, route, method string, code in
 	method = HTTPMethod(method)
 	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
 	observe(ctx, m.httpDuration.WithLabelValues(route, method), d)
+}
+
+// ConsumerStalled counts a stalled consumer torn down by its watchdog.
+func (m *Metrics) ConsumerStalled(consumer string) {
+	if m == nil {
+		return
+	}
+	m.stalls.WithLabelValues(consumer).Inc()
 }
 
 // HTTPMethod keeps a method label or span name bounded: a client may send

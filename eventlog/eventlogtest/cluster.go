@@ -49,6 +49,26 @@ func (c *Cluster) Leader(stream string) int {
 	return -1
 }
 
+// Serving is the node holding a client connection whose name contains
+// client, or -1 when none does.
+func (c *Cluster) Serving(client string) int {
+	for i, s := range c.servers {
+		if !s.Running() {
+			continue
+		}
+		conns, err := s.Connz(&server.ConnzOptions{Limit: 1024})
+		if err != nil {
+			continue
+		}
+		for _, ci := range conns.Conns {
+			if strings.Contains(ci.Name, client) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // Current reports whether every node runs, the cluster has its meta leader,
 // and each of streams has a leader and every replica caught up: a node may
 // be lost again without losing a quorum.

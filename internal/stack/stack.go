@@ -87,6 +87,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	metrics := telemetry.NewMetrics()
 	cfg.Ledger.Metrics = metrics
+	cfg.Ledger.Client = "giving " + InstanceName(cfg)
 	s := &Stack{Config: cfg, Metrics: metrics}
 	defer func() {
 		if err != nil {

@@ -117,8 +117,13 @@ func Replayed(ctx context.Context) bool {
 }
 
 // BeginRequest claims key, scoped to the partner, for a request with the
-// given fingerprint, or says why the request must not run.
+// given fingerprint, or says why the request must not run: among others,
+// that the ledger cannot store writes now (its disk is full), at once
+// rather than after the claim's own write timed out.
 func (s *Service) BeginRequest(ctx context.Context, partner, key, fingerprint string) (Begun, error) {
+	if err := s.ledger.Writable(); err != nil {
+		return Begun{}, err
+	}
 	return s.idem.Begin(ctx, partner, key, fingerprint)
 }
 

@@ -190,11 +190,17 @@ func (s *Service) recall(ctx context.Context, msgID string) (eventlog.Record, bo
 type Readiness struct {
 	LedgerSeq  uint64
 	AppliedSeq uint64
+	// Unwritable is set when the ledger answers but cannot store writes
+	// (its store's disk is full).
+	Unwritable bool
 }
 
-// Ready reports whether the ledger answers and the projections have caught
-// up with it (waiting, within ctx, for them to).
+// Ready reports whether the ledger answers and can store writes, and the
+// projections have caught up with it (waiting, within ctx, for them to).
 func (s *Service) Ready(ctx context.Context) (Readiness, error) {
+	if err := s.ledger.Writable(); err != nil {
+		return Readiness{Unwritable: true}, err
+	}
 	last, err := s.ledger.LastSeq(ctx)
 	if err != nil {
 		return Readiness{}, err

@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rs/zerolog"
+
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/telemetry"
 )
@@ -51,6 +53,8 @@ type Config struct {
 	// ones wait to share an atomic batch (group commit); 0 means
 	// DefaultGroupCommitAt.
 	GroupCommitAt int
+	// Log hears the embedded server's warnings and errors.
+	Log zerolog.Logger
 	// Client names this process's connection to NATS, as the server's
 	// monitoring shows it; empty is "giving".
 	Client string
@@ -62,15 +66,20 @@ type Config struct {
 
 // Ledger is an open connection to one environment's ledger.
 type Ledger struct {
-	cfg      Config
-	srv      *server.Server // nil when external
-	lock     *flock.Flock   // the data directory's, when embedded
-	token    string         // the embedded server's client token
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	stream   jetstream.Stream
-	name     string
-	subjects Subjects
+	cfg  Config
+	srv  *server.Server // nil when external
+	lock *flock.Flock   // the data directory's, when embedded
+	// health is whether the embedded server's store writes (nil when
+	// external); stopHealing ends its healer, which closes healed.
+	health      *storeHealth
+	stopHealing context.CancelFunc
+	healed      chan struct{}
+	token       string // the embedded server's client token
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	stream      jetstream.Stream
+	name        string
+	subjects    Subjects
 
 	bucketsMu sync.Mutex
 	buckets   map[string]jetstream.KeyValue
@@ -180,7 +189,8 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 	if err != nil {
 		return fmt.Errorf("embedded nats: %w", err)
 	}
-	srv, err := startEmbedded(l.cfg, token)
+	health := newStoreHealth()
+	srv, err := startEmbedded(l.cfg, token, health)
 	if err != nil {
 		return err
 	}
@@ -196,7 +206,13 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 		_ = removeInstance(dir)
 		return natsErr("connect to embedded nats", err)
 	}
-	l.srv, l.nc, l.token, l.lock = srv, nc, token, lock
+	l.srv, l.nc, l.token, l.lock, l.health = srv, nc, token, lock, health
+	ctx, stop := context.WithCancel(context.Background())
+	l.stopHealing, l.healed = stop, make(chan struct{})
+	go func() {
+		defer close(l.healed)
+		l.healStore(ctx, *srv.JetStreamConfig())
+	}()
 	return nil
 }
 
@@ -205,7 +221,7 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 // client, in this process or on the loopback listener, must present token:
 // the ledger holds key hashes and money, and any local user can reach a
 // loopback port.
-func startEmbedded(cfg Config, token string) (*server.Server, error) {
+func startEmbedded(cfg Config, token string, health *storeHealth) (*server.Server, error) {
 	storeDir := filepath.Join(cfg.DataDir, "jetstream")
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -238,6 +254,7 @@ func startEmbedded(cfg Config, token string) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	srv.SetLoggerV2(natsLog{log: cfg.Log, health: health}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -332,6 +349,10 @@ func (l *Ledger) Close() {
 		// Flush what was published; callers stop their consumers first.
 		_ = l.nc.FlushTimeout(5 * time.Second)
 		l.nc.Close()
+	}
+	if l.stopHealing != nil {
+		l.stopHealing()
+		<-l.healed
 	}
 	if l.srv != nil {
 		l.srv.Shutdown()

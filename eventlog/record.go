@@ -93,6 +93,12 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 		l.cfg.Metrics.LedgerAppend(telemetry.AppendRejected, 0)
 		return Appended{}, domain.ProblemPayloadTooLarge.New("The request would record %d bytes; at most %d fit in one event. Send less at once.", size, MaxEventSize)
 	}
+	if err := l.Writable(); err != nil {
+		// The store refuses writes until it is opened again: fail now
+		// rather than time out.
+		l.cfg.Metrics.LedgerAppend(telemetry.AppendUnavailable, 0)
+		return Appended{}, fmt.Errorf("append %s: %w", subject, err)
+	}
 	if msgID == "" {
 		msgID = ev.ID
 	}
@@ -110,7 +116,12 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID))
 	start := time.Now()
-	ack, err := l.commit.publish(ctx, msg)
+	pctx, release := l.whileUp(ctx)
+	ack, err := l.commit.publish(pctx, msg)
+	if err != nil && errors.Is(context.Cause(pctx), errStoreStopped) {
+		err = fmt.Errorf("%w: %w", domain.ErrUnavailable, errStoreStopped)
+	}
+	release()
 	result := appendResult(ack, err)
 	l.cfg.Metrics.LedgerAppend(result, time.Since(start))
 	span.SetAttributes(telemetry.Attr("giving.result", result))

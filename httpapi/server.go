@@ -173,13 +173,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz reports ready when the ledger answers and the projections have
-// caught up with it.
+// readyz reports ready when the ledger answers and can store writes, and the
+// projections have caught up with it.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	ready, err := s.app.Ready(ctx)
 	switch {
+	case ready.Unwritable:
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, domain.ProblemUnavailable, "The ledger cannot store writes: its disk is full. Writes resume by themselves once it has room; the log says more.", nil)
 	case err != nil && ready.LedgerSeq == 0:
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, domain.ProblemUnavailable, "The ledger does not answer.", nil)

@@ -88,6 +88,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	metrics := telemetry.NewMetrics()
 	cfg.Ledger.Metrics = metrics
 	cfg.Ledger.Client = "giving " + InstanceName(cfg)
+	cfg.Ledger.Log = cfg.Log.With().Str("component", "nats").Logger()
 	s := &Stack{Config: cfg, Metrics: metrics}
 	defer func() {
 		if err != nil {

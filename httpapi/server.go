@@ -98,6 +98,8 @@ func (s *Server) routes() {
 	r.HandleFunc("/openapi.json", serveOpenAPIJSON).Methods(http.MethodGet)
 	r.HandleFunc("/problems", serveProblemIndex).Methods(http.MethodGet)
 	r.HandleFunc("/problems/{slug}", serveProblem).Methods(http.MethodGet)
+	r.HandleFunc("/docs", serveDocs).Methods(http.MethodGet)
+	r.HandleFunc("/", serveRoot)
 
 	partner := func(method, path string, h http.HandlerFunc) {
 		r.Handle(path, s.partnerChain(method, h)).Methods(method)

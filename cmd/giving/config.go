@@ -116,13 +116,18 @@ func limitMemory(cfg eventlog.Config) {
 // gcPercent is the collector's target under a memory limit (limitMemory).
 const gcPercent = 200
 
+// envName is a flag's environment variable: --nats-url is GIVING_NATS_URL.
+func envName(flagName string) string {
+	return "GIVING_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
 // parseFlags parses args, taking any flag not given on the command line from
 // its GIVING_* environment variable (--nats-url from GIVING_NATS_URL).
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var envErr error
 	fs.VisitAll(func(fl *flag.Flag) {
-		name := "GIVING_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		name := envName(fl.Name)
 		if v, ok := os.LookupEnv(name); ok && envErr == nil {
 			if err := fs.Set(fl.Name, v); err != nil {
 				envErr = usageError{fmt.Sprintf("%s: %v", name, err)}

@@ -54,7 +54,7 @@ func TestDocsPageAxe(t *testing.T) {
 			t.Logf("console: %v\nbody: %s", tb.messages(), tb.text("document.body.innerText.slice(0, 2000)"))
 		}
 	})
-	tb.open(ts.URL+"/docs", "Partner Giving API (1.0.0)")
+	tb.open(ts.URL+"/docs", "Partner Giving API (1.1.0)")
 	// Redoc draws the operations after the heading; wait for the last tag's.
 	deadline := time.Now().Add(30 * time.Second)
 	for tb.text(`String(document.querySelectorAll("[data-section-id^='operation/']").length)`) == "0" {

@@ -70,7 +70,7 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 // cgroup (or, without one, the machine) gives the process, at least 512MiB:
 // a soft limit is the point where the collector starts working harder, and
 // one below what the ledger's indexes need keeps it collecting without
-// pause (BENCHMARKS.md, the read side at 1M events), so the default leaves
+// pause (BENCHMARKS.md, "Current figures"), so the default leaves
 // room and a smaller machine still gets a bound.
 func parseMemory(s string) (int64, error) {
 	if s == "auto" {
@@ -102,7 +102,7 @@ const minAutoMemory = 512 << 20
 // delivery's 70. Measured in rounds at a million events, the dispatch
 // ratio went from 0.642-0.681x (five runs) to 0.694-0.738x (four), and
 // serve's peak there from 111-121 to 139-147 MiB, well under the read
-// side's 256 (BENCHMARKS.md, sessions 13 and 14).
+// side's 256 (measured with giving bench).
 func limitMemory(cfg eventlog.Config) {
 	if cfg.Memory <= 0 {
 		return

@@ -165,6 +165,11 @@ func walkthrough(t *testing.T, path string) []walkBlock {
 			continue
 		}
 		if !strings.HasPrefix(marker, "<!-- walkthrough") {
+			if lang, ok := strings.CutPrefix(marker, "```"); ok && lang != "" && lang != "mermaid" {
+				// Output blocks are read with the block before them; any
+				// other block here is code that would not run.
+				t.Fatalf("%s:%d: a ```%s block that is not marked to run; every code block of these pages runs", path, i+1, lang)
+			}
 			continue
 		}
 		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {

@@ -86,12 +86,15 @@ func (s *Service) validateSession(partner string, req SessionRequest) (domain.Ne
 	case !domain.ValidID(domain.PrefixChurch, *req.ChurchID):
 		v.Add("church_id", "is not a church id of this partner")
 	default:
-		_, ok, err := s.store.Church(partner, *req.ChurchID)
+		c, ok, err := s.store.Church(partner, *req.ChurchID)
 		if err != nil {
 			return n, "", err
 		}
 		if !ok {
 			v.Add("church_id", "is not a church id of this partner")
+		}
+		if c.ArchivedAt != nil {
+			return n, "", domain.ProblemChurchArchived.New("Church %s is archived and takes no new donor sessions.", c.ID)
 		}
 		n.ChurchID = *req.ChurchID
 	}

@@ -166,12 +166,17 @@ func (c *certifier) run(ctx context.Context) {
 	}
 }
 
-// close deletes what the run registered and stops the receiver.
+// close removes what the run created: it deletes its webhook endpoint and
+// archives its churches (their enrollments stay, as every enrollment's
+// history does). Then it stops the receiver.
 func (c *certifier) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if c.endpointID != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		_, _, _ = c.api.Call(ctx, http.MethodDelete, "/v1/webhook_endpoints/"+c.endpointID, nil)
+	}
+	for _, id := range c.churchIDs {
+		_, _, _ = c.api.Call(ctx, http.MethodPost, "/v1/churches/"+id+"/archive", nil)
 	}
 	c.recv.Close()
 }
@@ -239,7 +244,7 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 	}
 	body := map[string]any{"church_id": c.churchIDs[0], "donor_phone": "+12025550100", "mode": "pct", "value": 3, "redirect_url": c.f.RedirectURL}
 	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/donor_sessions", body, http.StatusCreated, &s); err != nil {
-		return "", err
+		return "", redirectHint(err, c.f.RedirectURL)
 	}
 	c.sessionID = s.ID
 	res, err := sandbox.CompleteFlow(ctx, s.URL)
@@ -257,6 +262,16 @@ func (c *certifier) stepFlow(ctx context.Context) (string, error) {
 	}
 	c.enrollment, _ = ev.Payload["enrollment_id"].(string)
 	return fmt.Sprintf("session %s, enrollment %s", s.ID, c.enrollment), nil
+}
+
+// redirectHint adds what to do to a refused session whose redirect_url
+// was at fault: most often the partner's allowlist lacks the default's
+// origin.
+func redirectHint(err error, redirect string) error {
+	if !strings.Contains(err.Error(), `"field":"redirect_url"`) {
+		return err
+	}
+	return fmt.Errorf("%w\n%s is not on the partner's allowlisted redirect origins: pass --redirect-url with an https URL on one of them", err, redirect)
 }
 
 func (c *certifier) stepActivate(ctx context.Context) (string, error) {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -19,12 +20,14 @@ const (
 	MaxChurchExternal = 200
 )
 
-// Church is a church as partners see it.
+// Church is a church as partners see it. An archived church stays readable
+// but takes no new donor sessions.
 type Church struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	ExternalID *string   `json:"external_id"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	ExternalID *string    `json:"external_id"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // ImportRow is one row of an import request after its JSON types were
@@ -61,8 +64,27 @@ type ChurchesImported struct {
 
 func (*ChurchesImported) EventType() string { return "church.imported" }
 
+// ChurchUpdated records a church's new name and external id (nil when it
+// has none), both as they are after the change.
+type ChurchUpdated struct {
+	ChurchID   string  `json:"church_id"`
+	Name       string  `json:"name"`
+	ExternalID *string `json:"external_id,omitempty"`
+}
+
+func (*ChurchUpdated) EventType() string { return "church.updated" }
+
+// ChurchArchived records that a church takes no new donor sessions.
+type ChurchArchived struct {
+	ChurchID string `json:"church_id"`
+}
+
+func (*ChurchArchived) EventType() string { return "church.archived" }
+
 func init() {
 	register[ChurchesImported](false, "A partner imported a batch of churches.")
+	register[ChurchUpdated](false, "A partner renamed a church or changed its external_id.")
+	register[ChurchArchived](false, "A partner archived a church; it takes no new donor sessions.")
 }
 
 // RowResult is the outcome of one import row.
@@ -121,29 +143,112 @@ func ImportChurches(partnerID string, rows []ImportRow, externalIDUsed func(stri
 
 func validateChurchRow(row *ImportRow, seen map[string]bool, used func(string) bool) *Error {
 	row.Name = strings.TrimSpace(row.Name)
-	switch {
-	case row.Name == "":
-		return ProblemInvalidRow.New("name is required and must not be blank")
-	case utf8.RuneCountInString(row.Name) > MaxChurchName:
-		return ProblemInvalidRow.New("name must be at most %d characters", MaxChurchName)
-	case hasControl(row.Name):
-		return ProblemInvalidRow.New("name must not contain control characters")
+	if detail := checkChurchName(row.Name); detail != "" {
+		return ProblemInvalidRow.New("%s", detail)
 	}
 	if row.ExternalID == nil {
 		return nil
 	}
 	ext := *row.ExternalID
+	if detail := checkChurchExternalID(ext); detail != "" {
+		return ProblemInvalidRow.New("%s", detail)
+	}
 	switch {
-	case ext == "" || utf8.RuneCountInString(ext) > MaxChurchExternal:
-		return ProblemInvalidRow.New("external_id must be 1 to %d characters", MaxChurchExternal)
-	case hasControl(ext):
-		return ProblemInvalidRow.New("external_id must not contain control characters")
 	case seen[ext]:
 		return ProblemExternalIDTaken.New("external_id %q appears earlier in this batch", ext)
 	case used(ext):
 		return ProblemExternalIDTaken.New("external_id %q is already used by another church", ext)
 	}
 	return nil
+}
+
+// checkChurchName says what is wrong with a church name (trimmed), or "".
+func checkChurchName(name string) string {
+	switch {
+	case name == "":
+		return "name is required and must not be blank"
+	case utf8.RuneCountInString(name) > MaxChurchName:
+		return fmt.Sprintf("name must be at most %d characters", MaxChurchName)
+	case hasControl(name):
+		return "name must not contain control characters"
+	}
+	return ""
+}
+
+// checkChurchExternalID says what is wrong with an external id, or "".
+func checkChurchExternalID(ext string) string {
+	switch {
+	case ext == "" || utf8.RuneCountInString(ext) > MaxChurchExternal:
+		return fmt.Sprintf("external_id must be 1 to %d characters", MaxChurchExternal)
+	case hasControl(ext):
+		return "external_id must not contain control characters"
+	}
+	return ""
+}
+
+// ChurchPatch is a change to a church: a nil field stays as it is;
+// ClearExternalID removes the external id.
+type ChurchPatch struct {
+	Name            *string
+	ExternalID      *string
+	ClearExternalID bool
+}
+
+// UpdateChurch decides a change to church c under the rules of an import
+// row: a name that is not blank, at most MaxChurchName characters, no
+// control characters; an external id unique among the partner's churches
+// (externalIDUsed reports one in use). An archived church cannot be
+// changed. The event is nil when nothing changes; the church returned is
+// the church after the change.
+func UpdateChurch(partnerID string, c Church, p ChurchPatch, externalIDUsed func(string) bool, now time.Time) (*Event, Church, error) {
+	if c.ArchivedAt != nil {
+		return nil, c, ProblemChurchArchived.New("Church %s is archived and cannot be changed.", c.ID)
+	}
+	var v Validation
+	next := c
+	if p.Name != nil {
+		next.Name = strings.TrimSpace(*p.Name)
+		if detail := checkChurchName(next.Name); detail != "" {
+			v.Add("name", "%s", strings.TrimPrefix(detail, "name "))
+		}
+	}
+	switch {
+	case p.ClearExternalID:
+		next.ExternalID = nil
+	case p.ExternalID != nil:
+		ext := *p.ExternalID
+		next.ExternalID = &ext
+		if detail := checkChurchExternalID(ext); detail != "" {
+			v.Add("external_id", "%s", strings.TrimPrefix(detail, "external_id "))
+		}
+	}
+	if err := v.Err(); err != nil {
+		return nil, c, err
+	}
+	if next.Name == c.Name && equalOptional(next.ExternalID, c.ExternalID) {
+		return nil, c, nil
+	}
+	if next.ExternalID != nil && !equalOptional(next.ExternalID, c.ExternalID) && externalIDUsed(*next.ExternalID) {
+		return nil, c, ProblemExternalIDTaken.New("external_id %q is already used by another church", *next.ExternalID)
+	}
+	ev := NewEvent(partnerID, ChurchCatalogue, "", now, &ChurchUpdated{ChurchID: c.ID, Name: next.Name, ExternalID: next.ExternalID})
+	return &ev, next, nil
+}
+
+// ArchiveChurch decides archiving church c. Archiving an archived church
+// changes nothing (a nil event).
+func ArchiveChurch(partnerID string, c Church, now time.Time) (*Event, Church) {
+	if c.ArchivedAt != nil {
+		return nil, c
+	}
+	ev := NewEvent(partnerID, ChurchCatalogue, "", now, &ChurchArchived{ChurchID: c.ID})
+	at := ev.OccurredAt
+	c.ArchivedAt = &at
+	return &ev, c
+}
+
+func equalOptional(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 func hasControl(s string) bool {

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,55 @@ func TestImportChurchesRefusesOversizedBatch(t *testing.T) {
 	}
 	if _, res, err := domain.ImportChurches("pt_x", rows[:domain.MaxImportRows], func(string) bool { return false }, time.Now()); err != nil || len(res) != domain.MaxImportRows {
 		t.Fatalf("1000 rows: %d results, %v", len(res), err)
+	}
+}
+
+func TestUpdateChurch(t *testing.T) {
+	now := time.Now()
+	archivedAt := now.Add(-time.Hour)
+	base := domain.Church{ID: "ch_1", Name: "Grace", ExternalID: ptr("crm-1")}
+	used := func(e string) bool { return e == "crm-taken" }
+	for _, tc := range []struct {
+		name     string
+		church   domain.Church
+		patch    domain.ChurchPatch
+		code     domain.Code
+		event    bool
+		wantName string
+		wantExt  *string
+	}{
+		{name: "rename, trimmed", church: base, patch: domain.ChurchPatch{Name: ptr("  Grace Chapel ")}, event: true, wantName: "Grace Chapel", wantExt: ptr("crm-1")},
+		{name: "same values record nothing", church: base, patch: domain.ChurchPatch{Name: ptr("Grace"), ExternalID: ptr("crm-1")}, wantName: "Grace", wantExt: ptr("crm-1")},
+		{name: "new external id", church: base, patch: domain.ChurchPatch{ExternalID: ptr("crm-2")}, event: true, wantName: "Grace", wantExt: ptr("crm-2")},
+		{name: "clear external id", church: base, patch: domain.ChurchPatch{ClearExternalID: true}, event: true, wantName: "Grace"},
+		{name: "taken external id", church: base, patch: domain.ChurchPatch{ExternalID: ptr("crm-taken")}, code: "external-id-taken"},
+		{name: "blank name", church: base, patch: domain.ChurchPatch{Name: ptr("  ")}, code: "validation-error"},
+		{name: "long name", church: base, patch: domain.ChurchPatch{Name: ptr(strings.Repeat("a", domain.MaxChurchName+1))}, code: "validation-error"},
+		{name: "empty external id", church: base, patch: domain.ChurchPatch{ExternalID: ptr("")}, code: "validation-error"},
+		{name: "archived", church: domain.Church{ID: "ch_1", Name: "Grace", ArchivedAt: &archivedAt}, patch: domain.ChurchPatch{Name: ptr("New")}, code: "church-archived"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, got, err := domain.UpdateChurch("pt_1", tc.church, tc.patch, used, now)
+			if tc.code != "" {
+				var de *domain.Error
+				if !errors.As(err, &de) || de.Code != tc.code || ev != nil {
+					t.Fatalf("err %v, event %v; want %s and no event", err, ev, tc.code)
+				}
+				return
+			}
+			if err != nil || (ev != nil) != tc.event || got.Name != tc.wantName || (got.ExternalID == nil) != (tc.wantExt == nil) || (got.ExternalID != nil && *got.ExternalID != *tc.wantExt) {
+				t.Fatalf("got %+v, event %v, err %v", got, ev, err)
+			}
+		})
+	}
+}
+
+func TestArchiveChurchOnce(t *testing.T) {
+	ev, c := domain.ArchiveChurch("pt_1", domain.Church{ID: "ch_1", Name: "Grace"}, time.Now())
+	if ev == nil || c.ArchivedAt == nil {
+		t.Fatalf("first archive: %v %+v", ev, c)
+	}
+	if again, c2 := domain.ArchiveChurch("pt_1", c, time.Now()); again != nil || c2.ArchivedAt != c.ArchivedAt {
+		t.Fatalf("archiving again: %v %+v", again, c2)
 	}
 }

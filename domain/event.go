@@ -530,7 +530,7 @@ func DecodeInternal(ev *Event, data []byte) error {
 // decoder would make of them; decodePlain leaves it untouched and returns
 // false for anything else, which is then decoded. deposit.credited is one:
 // a replay decodes one per deposit, and its decode was 6.7% of a build's
-// CPU (BENCHMARKS.md, session 21).
+// CPU (measured with giving bench).
 type plainDecoder interface {
 	decodePlain(data []byte) bool
 }

@@ -89,8 +89,10 @@ var (
 		About: "One row of a batch is invalid. The row is rejected on its own and the rest of the batch goes ahead."})
 	ProblemExternalIDTaken = define(Problem{Code: "external-id-taken", Kind: KindConflict, Status: 409, Title: "external_id already used",
 		About: "The partner already has a church with this external_id, or the batch repeats it. The row is rejected on its own."})
+	ProblemChurchArchived = define(Problem{Code: "church-archived", Kind: KindConflict, Status: 409, Title: "Church archived",
+		About: "The church is archived: it stays readable, but takes no new donor sessions and cannot be changed. Its existing enrollments go on."})
 	ProblemIdempotencyKeyMissing = define(Problem{Code: "idempotency-key-missing", Kind: KindInvalid, Status: 400, Title: "Idempotency-Key required",
-		About: "Every POST must carry an Idempotency-Key header of 1 to 255 visible ASCII characters."})
+		About: "Every POST and PATCH must carry an Idempotency-Key header of 1 to 255 visible ASCII characters."})
 	ProblemIdempotencyKeyInvalid = define(Problem{Code: "idempotency-key-invalid", Kind: KindInvalid, Status: 400, Title: "Idempotency-Key invalid",
 		About: "The Idempotency-Key header must be 1 to 255 visible ASCII characters (0x21 to 0x7E)."})
 	ProblemIdempotencyKeyReused = define(Problem{Code: "idempotency-key-reused", Kind: KindInvalid, Status: 422, Title: "Idempotency-Key reused",

@@ -194,8 +194,9 @@ func field(t *testing.T, body []byte, name string) json.RawMessage {
 	return m[name]
 }
 
-// giving certify, run against a server started here, passes every step
-// and deletes what it registered; with a bad key it fails and says why.
+// giving certify, run against a server started here, passes every step,
+// deletes the endpoint it registered and archives the churches it
+// imported; with a bad key it fails and says why.
 func TestCertifyCommand(t *testing.T) {
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://localhost")
@@ -218,6 +219,21 @@ func TestCertifyCommand(t *testing.T) {
 	c.Do(http.MethodGet, "/v1/webhook_endpoints", nil, nil).JSON(t, &list)
 	if len(list.Data) != 0 {
 		t.Fatalf("certify left %d endpoints registered", len(list.Data))
+	}
+	var churches struct {
+		Data []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+		} `json:"data"`
+	}
+	c.Do(http.MethodGet, "/v1/churches", nil, nil).JSON(t, &churches)
+	if len(churches.Data) != 2 {
+		t.Fatalf("certify imported %d churches, want 2", len(churches.Data))
+	}
+	for _, ch := range churches.Data {
+		if ch.Status != "archived" {
+			t.Fatalf("certify left %s %s", ch.Name, ch.Status)
+		}
 	}
 
 	// A key that is not accepted: step 1 fails with the reason, exit non-zero.
@@ -276,7 +292,7 @@ func TestCertifyNamesTheCause(t *testing.T) {
 		{"service not running", []string{"--base-url", "http://" + closed}, 1,
 			[]string{"[FAIL] 1.", "could not be reached (is it running, and is that its address?)"}},
 		{"redirect_url off the allowlist", []string{"--base-url", ts.URL, "--redirect-url", "https://elsewhere.example/done"}, 1,
-			[]string{"[PASS] 2.", "[FAIL] 3.", "answered 422", "redirect_url"}},
+			[]string{"[PASS] 2.", "[FAIL] 3.", "answered 422", "redirect_url", "pass --redirect-url with an https URL on one of them"}},
 		{"base URL without a scheme", []string{"--base-url", strings.TrimPrefix(ts.URL, "http://")}, 2,
 			[]string{"--base-url", "is not an absolute http(s) URL (did you mean " + ts.URL + "?)"}},
 		{"webhook URL without a scheme", []string{"--base-url", ts.URL, "--webhook-url", closed + "/hooks"}, 2,

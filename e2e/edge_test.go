@@ -421,7 +421,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 	}
 	edgeProblem(kyc(b.DonorID, "passed"), 409, "/problems/conflict", "waiting for identity verification")
 	edgeProblem(kyc("dn_2pQm3s8JmYc5B9vXk0QeLr1nD7a", "passed"), 422, "/problems/unknown-reference", "is not a donor of this church")
-	// The README's first seed donor is decided at once: never waiting.
+	// The first seed donor (docs/sandbox.md) is decided at once: never waiting.
 	seed := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/done")
 	edgeProblem(kyc(seed.DonorID, "review"), 409, "/problems/conflict", "waiting for identity verification")
 }

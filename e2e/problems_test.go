@@ -108,14 +108,14 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 	}
 	resp = rawDo(t, http.MethodDelete, ts.URL+"/v1/churches/import", nil, auth)
 	checkProblem(t, resp, 405, "method-not-allowed")
-	// GET also matches, as /v1/churches/{id} with the id "import".
-	if got := resp.Header.Get("Allow"); got != "GET, POST" {
-		t.Fatalf("Allow %q, want GET, POST", got)
+	// GET and PATCH also match, as /v1/churches/{id} with the id "import".
+	if got := resp.Header.Get("Allow"); got != "GET, POST, PATCH" {
+		t.Fatalf("Allow %q, want GET, POST, PATCH", got)
 	}
 	resp = rawDo(t, http.MethodPut, ts.URL+"/v1/churches/ch_x", nil, auth)
 	checkProblem(t, resp, 405, "method-not-allowed")
-	if got := resp.Header.Get("Allow"); got != "GET" {
-		t.Fatalf("Allow %q, want GET", got)
+	if got := resp.Header.Get("Allow"); got != "GET, PATCH" {
+		t.Fatalf("Allow %q, want GET, PATCH", got)
 	}
 }
 

@@ -53,7 +53,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 // BenchmarkAppendGroupCommit measures synced appends from many concurrent
 // writers, each a new aggregate, with the ledger's group commit off (every
 // append its own synced write) and on (past 16 in flight, the appends
-// queued behind share atomic batches). BENCHMARKS.md quotes it:
+// queued behind share atomic batches):
 //
 //	go test ./eventlog -run '^$' -bench AppendGroupCommit -benchtime 5s -count 3
 func BenchmarkAppendGroupCommit(b *testing.B) {

@@ -90,8 +90,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		var h History
 		// The last holder's append, when it left one: a long aggregate's
 		// commands then cost no read of the ledger (a partner's imports
-		// or deposits, one at a time: BENCHMARKS.md, sessions 23 and
-		// 24). It is forgotten until an append succeeds again.
+		// or deposits, one at a time). It is forgotten until an append succeeds again.
 		noted := cmd.LastOnly && tu.note.usable(turnClock())
 		switch {
 		case noted:

@@ -24,7 +24,7 @@ import (
 // stored as one JetStream atomic batch (Nats-Batch-Id, AllowAtomicPublish),
 // which the server makes durable with one sync: one batch at a time, as
 // large as the queue behind it, because that is the only shape in which a
-// batch is cheaper than the singles (BENCHMARKS.md, "Group commit").
+// batch is cheaper than the singles (BENCHMARKS.md, "Current figures").
 //
 // Each append keeps its own optimistic-concurrency guard and dedup id. An
 // atomic batch fails as a whole when one of its messages fails a check, so
@@ -39,7 +39,7 @@ import (
 
 // DefaultGroupCommitAt is how many appends may be in flight before the
 // next ones wait to share a batch. Below it a batch costs more than the
-// singles it replaces (BENCHMARKS.md, "Group commit").
+// singles it replaces (BENCHMARKS.md, "Current figures").
 const DefaultGroupCommitAt = 16
 
 // maxGroup bounds one batch (the server's limit is 1,000 messages).

@@ -25,7 +25,7 @@ import (
 // messages in flight, single synced publishes with atomic batches
 // (Nats-Batch-Id / Nats-Batch-Sequence / Nats-Batch-Commit, nats-server
 // 2.12+) of several sizes. Each message is 500 B on its own subject, as the
-// raw limit of `giving bench`. BENCHMARKS.md quotes the figures:
+// raw limit of `giving bench`:
 //
 //	go test ./eventlog -run '^$' -bench GroupCommit -benchtime 5s -count 3
 func BenchmarkGroupCommit(b *testing.B) {

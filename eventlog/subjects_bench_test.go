@@ -28,7 +28,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// Issue 12 asks whether the ledger could keep the serve process's memory
+// The read side's memory goal asks whether the ledger could keep the serve process's memory
 // bounded at 1M events by storing events under a bounded set of subjects
 // instead of one subject per aggregate. These benchmarks measure what the
 // embedded nats-server keeps per subject, and what JetStream's per-subject

@@ -163,7 +163,7 @@ const maxAsyncPending = 4096
 // newest AttemptsListed are sent (asyncRecords): at 2 ms, a round at
 // 24,000 deliveries a second gathered about 48, none of them left out,
 // and the log's encoding and storing cost 3 µs of a delivery's 72
-// (giving bench, BENCHMARKS.md "Session 13").
+// (measured with giving bench).
 const recordRound = 10 * time.Millisecond
 
 // asyncRecords are the attempts RecordAsync was given and has not yet sent.

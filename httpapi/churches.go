@@ -15,11 +15,18 @@ type churchView struct {
 	ID         string  `json:"id"`
 	Name       string  `json:"name"`
 	ExternalID *string `json:"external_id"`
+	Status     string  `json:"status"`
 	CreatedAt  string  `json:"created_at"`
+	ArchivedAt *string `json:"archived_at"`
 }
 
 func viewChurch(c domain.Church) churchView {
-	return churchView{ID: c.ID, Name: c.Name, ExternalID: c.ExternalID, CreatedAt: domain.FormatTime(c.CreatedAt)}
+	v := churchView{ID: c.ID, Name: c.Name, ExternalID: c.ExternalID, Status: "active", CreatedAt: domain.FormatTime(c.CreatedAt)}
+	if c.ArchivedAt != nil {
+		at := domain.FormatTime(*c.ArchivedAt)
+		v.Status, v.ArchivedAt = "archived", &at
+	}
+	return v
 }
 
 type importRequest struct {
@@ -196,4 +203,69 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 		return 0, v.Err()
 	}
 	return n, nil
+}
+
+type churchPatchRequest struct {
+	Name       json.RawMessage `json:"name"`
+	ExternalID json.RawMessage `json:"external_id"`
+}
+
+// updateChurch renames a church or changes its external id: a member left
+// out stays as it is; "external_id": null removes it.
+func (s *Server) updateChurch(w http.ResponseWriter, r *http.Request) {
+	var req churchPatchRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var (
+		p domain.ChurchPatch
+		v domain.Validation
+	)
+	if req.Name == nil && req.ExternalID == nil {
+		v.Add("name", "or external_id is required: send the members to change")
+	}
+	if req.Name != nil {
+		var name string
+		if err := json.Unmarshal(req.Name, &name); err != nil || string(req.Name) == "null" {
+			v.Add("name", "must be a string")
+		}
+		p.Name = &name
+	}
+	switch {
+	case req.ExternalID == nil:
+	case string(req.ExternalID) == "null":
+		p.ClearExternalID = true
+	default:
+		var ext string
+		if err := json.Unmarshal(req.ExternalID, &ext); err != nil {
+			v.Add("external_id", "must be a string or null")
+		}
+		p.ExternalID = &ext
+	}
+	if err := v.Err(); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c, err := s.app.UpdateChurch(r.Context(), partnerID(r), mux.Vars(r)["id"], p)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewChurch(c))
+}
+
+// archiveChurch archives a church. It takes no body (an empty JSON object
+// is accepted).
+func (s *Server) archiveChurch(w http.ResponseWriter, r *http.Request) {
+	if err := decodeOptional(r, &struct{}{}); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c, err := s.app.ArchiveChurch(r.Context(), partnerID(r), mux.Vars(r)["id"])
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewChurch(c))
 }

@@ -40,7 +40,7 @@ const (
 
 // flowRoutes mounts the hosted flow and its assets.
 func (s *Server) flowRoutes(r *mux.Router) {
-	r.HandleFunc("/assets/{name}", serveFlowAsset).Methods(http.MethodGet)
+	r.HandleFunc("/assets/{name}", serveAsset).Methods(http.MethodGet)
 	r.Handle("/flow/{token}", flowHeaders(http.HandlerFunc(s.flowShow))).Methods(http.MethodGet)
 	action := func(name string, h flowAction) {
 		path := "/flow/{token}/" + name

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -19,10 +20,11 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// The flow's pages and assets, embedded: nothing is loaded from elsewhere.
+// The flow's pages and assets, and the API reference's, embedded: nothing
+// is loaded from elsewhere.
 //
-//go:embed flowui
-var flowUI embed.FS
+//go:embed flowui apidocs
+var uiFiles embed.FS
 
 // flowView is what a flow page shows.
 type flowView struct {
@@ -283,15 +285,15 @@ var flowPages = parseFlowPages()
 
 func parseFlowPages() map[string]*template.Template {
 	funcs := template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(flowUI, "flowui/layout.html"))
-	names, err := fs.Glob(flowUI, "flowui/page_*.html")
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, "flowui/layout.html"))
+	names, err := fs.Glob(uiFiles, "flowui/page_*.html")
 	if err != nil || len(names) == 0 {
 		panic("httpapi: no flow pages embedded")
 	}
 	out := map[string]*template.Template{}
 	for _, n := range names {
 		page := strings.TrimSuffix(strings.TrimPrefix(n, "flowui/page_"), ".html")
-		out[page] = template.Must(template.Must(base.Clone()).ParseFS(flowUI, n))
+		out[page] = template.Must(template.Must(base.Clone()).ParseFS(uiFiles, n))
 	}
 	return out
 }
@@ -320,9 +322,10 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	_, _ = w.Write(buf.Bytes())
 }
 
-// flowAssets are the static files, each served at /assets/<name>?v=<hash>
-// so that a change reaches browsers at once while they cache the rest.
-var flowAssets = loadFlowAssets()
+// assets are the static files of the flow (flowui) and of the API
+// reference (apidocs), each served at /assets/<name>?v=<hash> so that a
+// change reaches browsers at once while they cache the rest.
+var assets = loadAssets()
 
 type flowAsset struct {
 	body        []byte
@@ -330,33 +333,35 @@ type flowAsset struct {
 	version     string
 }
 
-func loadFlowAssets() map[string]flowAsset {
-	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8"}
+func loadAssets() map[string]flowAsset {
+	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
 	out := map[string]flowAsset{}
 	for ext, ct := range types {
-		names, _ := fs.Glob(flowUI, "flowui/*"+ext)
-		for _, n := range names {
-			body, err := flowUI.ReadFile(n)
-			if err != nil {
-				panic("httpapi: " + err.Error())
+		for _, dir := range []string{"flowui", "apidocs"} {
+			names, _ := fs.Glob(uiFiles, dir+"/*"+ext)
+			for _, n := range names {
+				body, err := uiFiles.ReadFile(n)
+				if err != nil {
+					panic("httpapi: " + err.Error())
+				}
+				sum := sha256.Sum256(body)
+				out[path.Base(n)] = flowAsset{body: body, contentType: ct, version: hex.EncodeToString(sum[:6])}
 			}
-			sum := sha256.Sum256(body)
-			out[strings.TrimPrefix(n, "flowui/")] = flowAsset{body: body, contentType: ct, version: hex.EncodeToString(sum[:6])}
 		}
 	}
 	return out
 }
 
 func assetURL(name string) string {
-	a, ok := flowAssets[name]
+	a, ok := assets[name]
 	if !ok {
 		panic("httpapi: no flow asset " + name)
 	}
 	return "/assets/" + name + "?v=" + a.version
 }
 
-func serveFlowAsset(w http.ResponseWriter, r *http.Request) {
-	a, ok := flowAssets[mux.Vars(r)["name"]]
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	a, ok := assets[mux.Vars(r)["name"]]
 	if !ok {
 		writeProblem(w, r, domain.ProblemNotFound, "No such asset.", nil)
 		return

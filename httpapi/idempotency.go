@@ -33,7 +33,7 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// idempotent makes a POST safe to retry, following the IETF Idempotency-Key
+// idempotent makes a POST or PATCH safe to retry, following the IETF Idempotency-Key
 // draft. The key is checked before anything happens. A key is scoped to the
 // partner; its record (and the response, sealed) lives in JetStream KV, so it
 // holds across restarts and instances:
@@ -55,7 +55,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
 		if len(key) == 0 {
-			writeProblem(w, r, domain.ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST and PATCH: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
 			return
 		}
 		if len(key) > 1 || !validIdempotencyKey(key[0]) {

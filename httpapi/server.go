@@ -98,6 +98,8 @@ func (s *Server) routes() {
 	r.HandleFunc("/openapi.json", serveOpenAPIJSON).Methods(http.MethodGet)
 	r.HandleFunc("/problems", serveProblemIndex).Methods(http.MethodGet)
 	r.HandleFunc("/problems/{slug}", serveProblem).Methods(http.MethodGet)
+	r.HandleFunc("/docs", serveDocs).Methods(http.MethodGet)
+	r.HandleFunc("/", serveRoot)
 
 	partner := func(method, path string, h http.HandlerFunc) {
 		r.Handle(path, s.partnerChain(method, h)).Methods(method)
@@ -105,6 +107,8 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/churches/import", s.importChurches)
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
+	partner(http.MethodPatch, "/v1/churches/{id}", s.updateChurch)
+	partner(http.MethodPost, "/v1/churches/{id}/archive", s.archiveChurch)
 	partner(http.MethodGet, "/v1/events", s.listEvents)
 	partner(http.MethodGet, "/v1/events/{id}", s.getEvent)
 	partner(http.MethodGet, "/v1/event_types", s.listEventTypes)
@@ -144,10 +148,10 @@ func (s *Server) routes() {
 
 // partnerChain is the middleware every /v1 and /sandbox route runs:
 // authentication, then the key's rate limit, then for POSTs the
-// Idempotency-Key contract. Routes are registered on the root router, not a
+// Idempotency-Key contract (for PATCHes too). Routes are registered on the root router, not a
 // subrouter, so that a wrong method is a 405 rather than a 404.
 func (s *Server) partnerChain(method string, h http.Handler) http.Handler {
-	if method == http.MethodPost {
+	if method == http.MethodPost || method == http.MethodPatch {
 		h = s.idempotent(h)
 	}
 	return s.authenticate(s.rateLimit(h))
@@ -157,7 +161,7 @@ func (s *Server) partnerChain(method string, h http.Handler) http.Handler {
 // does take.
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		var match mux.RouteMatch

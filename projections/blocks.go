@@ -15,7 +15,7 @@ import (
 // (appendEntry). bbolt's cost follows its keys, not their bytes: a put
 // seeks from the root and moves the keys after it in its node, a commit
 // spills and writes node by node, so a build that writes a million small
-// values spends most of it on keys (BENCHMARKS.md, sessions 16 and 20).
+// values spends most of it on keys (measured with giving bench).
 // The public events by id (eventBlock) and the deposits by trace
 // (depositBlock) are kept so.
 

@@ -48,6 +48,50 @@ func init() {
 	})
 }
 
+func init() {
+	on("church.updated", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+		up := ev.Payload.(*domain.ChurchUpdated)
+		return updateChurch(tx, ev.PartnerID, up.ChurchID, func(c *domain.Church) error {
+			ext := tx.Bucket(bucketChurchExternal)
+			if c.ExternalID != nil {
+				if err := ext.Delete(externalKey(ev.PartnerID, *c.ExternalID)); err != nil {
+					return err
+				}
+			}
+			if up.ExternalID != nil {
+				if err := ext.Put(externalKey(ev.PartnerID, *up.ExternalID), []byte(c.ID)); err != nil {
+					return err
+				}
+			}
+			c.Name, c.ExternalID = up.Name, up.ExternalID
+			return nil
+		})
+	})
+	on("church.archived", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+		return updateChurch(tx, ev.PartnerID, ev.Payload.(*domain.ChurchArchived).ChurchID, func(c *domain.Church) error {
+			at := ev.OccurredAt
+			c.ArchivedAt = &at
+			return nil
+		})
+	})
+}
+
+// updateChurch loads one of the partner's churches, lets change alter it,
+// and stores it again. A church the projections do not hold is left alone:
+// the rule that appended the event read it from them.
+func updateChurch(tx *bolt.Tx, partner, id string, change func(*domain.Church) error) error {
+	churches := tx.Bucket(bucketChurches)
+	var c domain.Church
+	ok, err := getJSON(churches, churchKey(partner, id), &c)
+	if err != nil || !ok {
+		return err
+	}
+	if err := change(&c); err != nil {
+		return err
+	}
+	return putJSON(churches, churchKey(partner, id), c)
+}
+
 func churchKey(partner, church string) []byte { return []byte(partner + "/" + church) }
 
 func externalKey(partner, ext string) []byte { return []byte(partner + "\x00" + ext) }

@@ -23,8 +23,7 @@ import (
 // once something gets from that bucket: a rebuild's deposits are set once
 // each and never read back in the transaction, and keeping them in a map
 // (a key string, a value and a map entry each, grown to tens of thousands,
-// then its keys sorted) took more of the applier than bbolt's puts of them
-// (BENCHMARKS.md, session 15).
+// then its keys sorted) took more of the applier than bbolt's puts of them.
 type counters struct {
 	tx *bolt.Tx
 	// runs: a file build's deposits go to runs (see runs.go).
@@ -209,7 +208,7 @@ func (c *counters) write() error {
 // a rebuild's transaction puts a partner's few dozen deposits in the order
 // of their traces, most often already theirs: kvs are grouped by partner
 // (sortByGroup) rather than sorted as one, which compared each key with a
-// dozen others and was 2.6% of a build's CPU (BENCHMARKS.md, session 21).
+// dozen others and was 2.6% of a build's CPU.
 func sortByPartner(kvs []keyValue) []keyValue {
 	groups := map[string]int32{}
 	var partners []string

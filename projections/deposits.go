@@ -26,14 +26,14 @@ var (
 )
 
 // depositBlock is how many deposits a block of the deposits by trace
-// holds. A deposit was a key of its own until session 20: a build wrote
+// holds. A deposit was once a key of its own: a build wrote
 // each twice, into its span's run and into the table, and the merge of the
 // runs, after the last span and on one core, put a million keys in 0.7-1.0
 // s of a 7.4-9.4 s build, most of it bbolt's seek and insert of each key.
 // In blocks, a million-deposit build ran at 140-148k events/s against
 // 128-131k (BenchmarkRebuildMillion); blocks of 4, 6 and 8 measured alike,
 // and 4 left the smallest file (785 bytes an event against 810 at 6 and 8,
-// 759 before: BENCHMARKS.md, session 20). A live credit rewrites its block,
+// 759 before). A live credit rewrites its block,
 // about 600 bytes, in the page it rewrote anyway.
 const depositBlock = 4
 

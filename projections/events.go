@@ -16,13 +16,13 @@ var bucketPublicEvents = bucket("public_events")
 
 // eventBlock is how many ids a block of a partner's public events holds.
 // A key an event cost a rebuild about 2 µs of the process's CPU at a
-// million events, whatever its value (BENCHMARKS.md, session 16), as the
+// million events, whatever its value, as the
 // feed's types did before their blocks (typeBlock): in blocks, a rebuild's
 // span makes a put for every sixteen of a partner's ids, since ids are made
 // in order (domain.NewSortedID) and each span's land after the last
 // block's first.
 // A live commit rewrites the block its id falls in, about 650 bytes.
-// Sixteen measured cheaper than 32 and than 8 (BENCHMARKS.md, session 18):
+// Sixteen measured cheaper than 32 and than 8 (BenchmarkRebuild):
 // smaller blocks pack pages better, larger ones make fewer puts.
 const eventBlock = 16
 

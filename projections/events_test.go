@@ -15,8 +15,8 @@ import (
 // A partner's public events are kept by id in blocks of ids: each must be
 // found at its sequence whether the blocks were written in one transaction
 // or grew over transactions of every size, with ids that come out of
-// order (made by concurrent writers, or random within their second before
-// session 10): a block in the middle takes ids and splits, and ids before
+// order (made by concurrent writers, or random within their second, as
+// earlier builds made them): a block in the middle takes ids and splits, and ids before
 // every block start the first one again. Both files hold the same ids.
 func TestEventsByIDReadTheBlocks(t *testing.T) {
 	recs, mine := feedRecords(t, 3000, time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))

@@ -34,7 +34,7 @@ var (
 // typeBlock is how many sequences a block of the feed's types holds. A key
 // an event cost the replay about 2 µs of the process's CPU at a million
 // events (bbolt's seek and insert, the page writes, the collector), whatever
-// its value (BENCHMARKS.md, session 16); in blocks, a rebuild's span
+// its value; in blocks, a rebuild's span
 // makes a put or two a partner and type, and a page reads a block or two.
 // A live commit rewrites the last block, at most 1 KiB.
 const typeBlock = 128

@@ -44,7 +44,7 @@ var indexBuckets = [numIndexes][]byte{
 // shallow and keyed by short keys, not one tree of every partner's entries
 // keyed by a 32-byte partner prefix, whose depth and key comparisons grew
 // with everyone's history. Measured on a file of a million events over
-// 1,000 partners (session 11, BENCHMARKS.md): the three indexes' writes in
+// 1,000 partners (BenchmarkRebuild): the three indexes' writes in
 // a rebuild's transactions 3.7-4.3 µs an event against 8.9-9.5, and a
 // one-event commit 15.2 pages against 18.2. The msg-ids are one tree.
 func partnerIndex(i index) bool { return i != indexMsgIDs }
@@ -57,13 +57,12 @@ func partnerIndex(i index) bool { return i != indexMsgIDs }
 // to write, at each commit, for the same entries. The msg-ids are
 // caller-chosen, so their keys land anywhere in the tree, and a full page
 // would split at nearly every insert. The public events' blocks are keyed
-// by their first ids, made in order since session 10 (before, random
-// within their second): either way new blocks land near the end of a
+// by their first ids, made in order (by earlier builds, random within
+// their second): either way new blocks land near the end of a
 // partner's keys, and a block an id out of order goes into grows, so a
 // page split there is packed to nine tenths (half full, the default, the
 // ids took 111 MB for 55 MB of keys at a million events, before their
-// blocks; nine tenths cut a rebuild's CPU by about 1 µs an event,
-// BENCHMARKS.md, session 16).
+// blocks; nine tenths cut a rebuild's CPU by about 1 µs an event).
 var indexFill = [numIndexes]float64{
 	indexMsgIDs:       bolt.DefaultFillPercent,
 	indexPublicEvents: 0.9,

@@ -120,7 +120,7 @@ func (p *Projector) follow(ctx context.Context) error {
 // as the follow loop does to answer requests soon, each commit rewrote
 // the last pages of every partner's feed, feed types and public events the
 // batch touched: at a million events over 1,000 partners, 24-26k events/s
-// against a rebuild's ~93k (BENCHMARKS.md, session 15). Waiters (WaitFor)
+// against a rebuild's ~93k (measured with giving bench). Waiters (WaitFor)
 // hear of each span's commit. A failure or a pause drops the open span
 // only; the checkpoint is the last commit's, and the loop resumes from it.
 func (p *Projector) catchUpInSpans(ctx context.Context) error {

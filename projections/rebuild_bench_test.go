@@ -102,7 +102,7 @@ func filledLedger(b testing.TB, events []domain.Event) *eventlog.Ledger {
 
 // BenchmarkRebuild replays a ledger of 100k messages (deposits) into a fresh file and
 // reports the replay's rate next to a raw ordered read of the same stream
-// (replay/raw, the figure issue 12 asks to be at least 0.5), and the
+// (replay/raw, which BENCHMARKS.md's goal wants at least 0.5), and the
 // process's CPU time per event (the embedded server's included) for each,
 // which varies less than the rates on a shared machine.
 func BenchmarkRebuild(b *testing.B) { benchRebuild(b, 100_000, numberedTrace) }

@@ -15,7 +15,7 @@ import (
 // events every span of 50,000 rewrote most of its leaves (tens of thousands
 // of pages, half empty from splits in the middle), and the table's pages
 // were about a third of what a rebuild wrote, growing with the history
-// rather than with the span (BENCHMARKS.md, session 16). Instead each span
+// rather than with the span. Instead each span
 // writes its deposits, sorted, as a run of their own (in blocks, see
 // blocks.go, appended to an empty bucket, so pages are written once and
 // full), and the runs are merged into the table in key order later:
@@ -23,12 +23,11 @@ import (
 // With traces that come in about the ledger's order (giving bench's) this
 // gains nothing; with traces in no order of the ledger's (the sandbox
 // bank's, or many banks'), a build at a million deposits took 7.5-7.9 s
-// instead of 10.8-12.1 (BenchmarkRebuildMillionScattered, BENCHMARKS.md,
-// session 18).
+// instead of 10.8-12.1 (BenchmarkRebuildMillionScattered).
 //
 // The merge is not part of the build. It ran after the last span, on one
 // core with nothing else to do, 1.05-1.18 s of a 7.7-17.9 s rebuild of a
-// million events (BENCHMARKS.md, session 25), and the rebuilt file served
+// million events, and the rebuilt file served
 // only after it. The file is complete without it: a deposit is read from
 // the table, else from the newest run that has it (depositGet). The table
 // holds only what was written after the runs (a file is built into an

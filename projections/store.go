@@ -43,7 +43,7 @@ var (
 //	7: the feed's types in blocks of sequences (typeBlock)
 //	8: the public events by id in blocks of ids (eventBlock)
 //	9: the deposits by trace in blocks (depositBlock), and every block's
-//	   entries with their value's length (blocks.go); since session 25 a
+//	   entries with their value's length (blocks.go); a
 //	   rebuilt file may serve with some of them still in runs (runs.go),
 //	   which a build before could not leave: a binary from before that
 //	   would read such a file's deposits as missing
@@ -90,7 +90,7 @@ type Store struct {
 // runs once merged: 7,500 after a catch-up of 300,000 events, 42,000 in a
 // file rebuilt at a million), and a one-event commit on a file with 11,400
 // free pages wrote 195 KB instead of 99 KB and took 291 µs of the
-// projector's processor time instead of 217 (BENCHMARKS.md, session 25).
+// projector's processor time instead of 217.
 // Close writes the list once, so that the next Open reads it; after a
 // crash, Open rebuilds it by walking the file's pages.
 func Open(path string) (*Store, error) {
@@ -421,8 +421,7 @@ func (t *txSpan) end(ok bool) (err error) {
 // given until then). A span's are tens of megabytes of slices and blocks;
 // made afresh for every span, each was zeroed, and in a heap the runtime
 // had meanwhile given back to the system, faulted in again page by page
-// (5% of a replay's processor time in giving bench, perf; BENCHMARKS.md,
-// session 22).
+// (5% of a replay's processor time in giving bench, perf).
 func (t *txSpan) recycle(indexes *indexWrites, counts *counters) {
 	indexes.reset()
 	counts.reset()
@@ -792,7 +791,7 @@ func walkBucket(b *bolt.Bucket, prefix string, leaf func(prefix string, k, v []b
 // and its last descriptor go, and a rename over a file nothing holds does
 // it inside the rename, under the lock readers wait on. For a 945 MB file
 // just written that was 36-235 ms; with a descriptor held, the rename took
-// 0.2-0.3 ms and the close the rest (BENCHMARKS.md, session 21).
+// 0.2-0.3 ms and the close the rest.
 func (s *Store) swap(newPath string) error {
 	if old, err := os.Open(s.path); err == nil {
 		defer func() { go old.Close() }()

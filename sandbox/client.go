@@ -33,7 +33,7 @@ func NewClient(base, key string) (*Client, error) {
 }
 
 // Call sends a request with body as JSON (when not nil); POSTs carry a
-// fresh Idempotency-Key. It returns the status and the body.
+// fresh Idempotency-Key, as PATCHes do. It returns the status and the body.
 func (c *Client) Call(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -51,7 +51,7 @@ func (c *Client) Call(ctx context.Context, method, path string, body any) (int, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if method == http.MethodPost {
+	if method == http.MethodPost || method == http.MethodPatch {
 		req.Header.Set("Idempotency-Key", "sandbox-"+ksuid.New().String())
 	}
 	resp, err := c.HTTP.Do(req)

@@ -14,7 +14,7 @@ import (
 )
 
 // runBench measures the service against the disk's raw synced publish rate
-// in one run (package bench); BENCHMARKS.md quotes its output.
+// in one run (package bench); BENCHMARKS.md's "Current figures" are its output.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("giving bench", flag.ContinueOnError)
 	var o bench.Options

@@ -70,7 +70,7 @@ func (f *ledgerFlags) config() (eventlog.Config, error) {
 // cgroup (or, without one, the machine) gives the process, at least 512MiB:
 // a soft limit is the point where the collector starts working harder, and
 // one below what the ledger's indexes need keeps it collecting without
-// pause (BENCHMARKS.md, the read side at 1M events), so the default leaves
+// pause (BENCHMARKS.md, "Current figures"), so the default leaves
 // room and a smaller machine still gets a bound.
 func parseMemory(s string) (int64, error) {
 	if s == "auto" {
@@ -102,7 +102,7 @@ const minAutoMemory = 512 << 20
 // delivery's 70. Measured in rounds at a million events, the dispatch
 // ratio went from 0.642-0.681x (five runs) to 0.694-0.738x (four), and
 // serve's peak there from 111-121 to 139-147 MiB, well under the read
-// side's 256 (BENCHMARKS.md, sessions 13 and 14).
+// side's 256 (measured with giving bench).
 func limitMemory(cfg eventlog.Config) {
 	if cfg.Memory <= 0 {
 		return
@@ -116,13 +116,18 @@ func limitMemory(cfg eventlog.Config) {
 // gcPercent is the collector's target under a memory limit (limitMemory).
 const gcPercent = 200
 
+// envName is a flag's environment variable: --nats-url is GIVING_NATS_URL.
+func envName(flagName string) string {
+	return "GIVING_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
 // parseFlags parses args, taking any flag not given on the command line from
 // its GIVING_* environment variable (--nats-url from GIVING_NATS_URL).
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var envErr error
 	fs.VisitAll(func(fl *flag.Flag) {
-		name := "GIVING_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		name := envName(fl.Name)
 		if v, ok := os.LookupEnv(name); ok && envErr == nil {
 			if err := fs.Set(fl.Name, v); err != nil {
 				envErr = usageError{fmt.Sprintf("%s: %v", name, err)}

@@ -60,7 +60,7 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 Demo partner: %s (redirect origin https://localhost)
 API key:      %s   (shown once; each start with --demo issues a fresh one and revokes the one before)
 
-For the README's walk-through, in another terminal:
+For docs/getting-started.md, in another terminal:
   export B=%s K=%s
 
 Try it:

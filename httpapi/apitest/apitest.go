@@ -135,7 +135,7 @@ func (c *Client) Do(method, path string, body any, headers Header) *Response {
 	if raw != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if method == http.MethodPost {
+	if method == http.MethodPost || method == http.MethodPatch {
 		req.Header.Set("Idempotency-Key", newKey())
 	}
 	for k, v := range headers {

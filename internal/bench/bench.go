@@ -33,12 +33,12 @@ import (
 // unless told: about a second and a half of deliveries here, long enough
 // for the steady rate. The 5,000 it was before ran mostly before the
 // projector's catch-up and the collector weighed in, and flattered the
-// ratio by about a tenth (BENCHMARKS.md, sessions 7 and 8).
+// ratio by about a tenth.
 const DefaultBurst = 20000
 
 // DefaultRounds is how many dispatch rounds each ledger size measures
 // unless told: the median of three rather than one burst, whose ratio
-// moved by ±0.04 between runs at the large size (BENCHMARKS.md, session 13).
+// moved by ±0.04 between runs at the large size.
 const DefaultRounds = 3
 
 // Options configure a run.

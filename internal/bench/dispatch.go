@@ -61,9 +61,9 @@ type Dispatch struct {
 	FlowAppends float64 `json:"flow_appends_per_second"`
 	// Paced is append acknowledged → delivered at PacedTarget events per
 	// second: half the measured peak, the least of FlowPeak, the burst
-	// rate and the raw synced limit. (Until session 26 the target was half
+	// rate and the raw synced limit. (Earlier the target was half
 	// the lesser of the last two, which on this machine is close to
-	// FlowPeak itself: BENCHMARKS.md.) Its Rate is the appends achieved,
+	// FlowPeak itself.) Its Rate is the appends achieved,
 	// its Errors the events appended and not delivered within 30 s or not
 	// appended; PacedSkipped counts the events skipped because 256 appends
 	// were already under way.
@@ -177,7 +177,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 // half a million map entries by the large size's burst (the earlier
 // size's burst, bare loop and paced appends), and a delivery there paid
 // for marking them (the collector's share of a delivery 4.5 µs at 10k
-// against 10.3 µs at 1M; session 12, BENCHMARKS.md).
+// against 10.3 µs at 1M).
 func (rc *receiver) forget() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()

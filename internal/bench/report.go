@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 )
 
-// WriteTable writes the report as the tables BENCHMARKS.md quotes.
+// WriteTable writes the report as tables, the source of BENCHMARKS.md's "Current figures".
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "Raw synced publish (the limit): %d publishers, %d B: before %.0f msg/s (p99 %.1f ms), after %.0f msg/s (p99 %.1f ms); mean %.0f msg/s, p99 %.1f ms; %.0f µs of CPU a message, %.2f cores busy\n\n",
 		r.opts.Clients, r.opts.Size, r.Limit.Before.Rate, r.Limit.Before.P99, r.Limit.After.Rate, r.Limit.After.P99, r.Limit.Rate, r.Limit.P99, r.Limit.CPUMicros, r.Limit.Cores)

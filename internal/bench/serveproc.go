@@ -43,7 +43,7 @@ import (
 const servePages = 200
 
 // Bounds on the child's waits: starting on a million events has taken
-// 140 s (BENCHMARKS.md), and serve drains HTTP for up to 20 s when told to
+// 140 s, and serve drains HTTP for up to 20 s when told to
 // stop.
 const (
 	serveStartLimit = 15 * time.Minute

@@ -75,7 +75,7 @@ func (s *sender) post(ctx context.Context, rawURL string, sign domain.WebhookSig
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", domain.WebhookUserAgent)
-	sign.Headers(id, n, time.Now(), body, req.Header.Set)
+	sign.Headers(id, n, time.Now(), body, req.Header.Add)
 	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
 		return s.failure(err)

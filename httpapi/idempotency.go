@@ -55,7 +55,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
 		if len(key) == 0 {
-			writeProblem(w, r, domain.ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
+			writeProblem(w, r, domain.ProblemIdempotencyKeyMissing, "Send an Idempotency-Key header with every POST and PATCH: 1 to 255 visible ASCII characters, new for each distinct request.", nil)
 			return
 		}
 		if len(key) > 1 || !validIdempotencyKey(key[0]) {

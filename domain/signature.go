@@ -255,11 +255,13 @@ func VerifyAnySignature(headers []string, secrets [][]byte, body []byte, now tim
 	if len(headers) == 0 {
 		return fmt.Errorf("%w (no %s header)", ErrBadSignature, WebhookSignatureHeader)
 	}
-	var last error
 	for _, h := range headers {
 		if !signatureForm.MatchString(h) {
 			return fmt.Errorf("%w (a header line is not t=<unix>,v1=<64 hex>)", ErrBadSignature)
 		}
+	}
+	var last error
+	for _, h := range headers {
 		for _, secret := range secrets {
 			if last = VerifySignature(h, secret, body, now); last == nil {
 				return nil

@@ -183,7 +183,7 @@ func init() {
 	register[WebhookEndpointReenabled](false, "A webhook endpoint was enabled again.")
 	register[WebhookEndpointUpdated](false, "A partner changed a webhook endpoint's address, event types, description, metadata or signature scheme.")
 	register[WebhookSecretIssued](false, "A webhook endpoint's signing secret was replaced; the previous one signs beside it until it expires.")
-	register[WebhookSecretRotated](true, "A partner rotated a webhook endpoint's signing secret (POST /v1/webhook_endpoints/{id}/rotate_secret). Until previous_expires_at every delivery to that endpoint is signed with both the new and the previous secret. Sent to the partner's endpoints and on the feed; it names no secret.")
+	register[WebhookSecretRotated](true, "A partner rotated a webhook endpoint's signing secret (POST /v1/webhook_endpoints/{id}/rotate_secret). Until previous_expires_at every delivery to that endpoint is signed with both the new and the previous secret. Sent to the partner's other endpoints and on the feed; it names no secret.")
 	registerCarrying("webhook_endpoint.secret_rotated", "webhook_endpoint.secret_issued")
 	registerTestOnly[WebhookEndpointTested]("A test delivery requested with POST /v1/webhook_endpoints/{id}/test. Sent only to that endpoint, never on the feed.")
 }

@@ -56,18 +56,6 @@ func serviceSignature(ts string, sum []byte) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(sum)
 }
 
-// WebhookHeaders returns the signature headers of one delivery attempt of
-// body (the envelope of event id) at time t, signed with one secret:
-// Service-Signature by Sign, the Standard Webhooks set by SignStandard, and
-// the attempt's number. `giving listen`'s forwards carry exactly these;
-// deliveries carry them through WebhookSigner, which adds a rotated
-// secret's signatures during its overlap.
-func WebhookHeaders(secret, id string, attempt int, t time.Time, body []byte) map[string]string {
-	h := make(map[string]string, 5)
-	NewWebhookSigner(secret).Headers(id, attempt, t, body, func(k, v string) { h[k] = v })
-	return h
-}
-
 // WebhookSigner makes a delivery's signature headers, its keys derived and
 // made ready once: for a sender that signs many deliveries to one
 // endpoint. It is the one signer of real, test, resent and recovered

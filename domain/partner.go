@@ -102,10 +102,6 @@ func (k Key) Live(now time.Time) bool {
 	return k.RevokedAt == nil && (k.ExpiresAt == nil || now.Before(*k.ExpiresAt))
 }
 
-// MaxKeyOverlap is the longest a rolled API key keeps working beside its
-// successor (Stripe's longest).
-const MaxKeyOverlap = 7 * 24 * time.Hour
-
 // Partner is the partner aggregate: who they are, their stack, the origins
 // donors may be sent back to, and their keys. Its partner id and aggregate id
 // are the same.
@@ -200,17 +196,15 @@ func RevokeKey(p *Partner, keyID string, now time.Time) (Event, error) {
 }
 
 // RollKey decides a partner's roll of the key it calls with (keyID): a new
-// key, the old one working beside it for overlap (0 to MaxKeyOverlap).
+// key, the old one working beside it for overlap (0 to MaxOverlap).
 func RollKey(p *Partner, keyID string, k NewKey, overlap time.Duration, now time.Time) (Event, error) {
 	i := slices.IndexFunc(p.Keys, func(x Key) bool { return x.ID == keyID })
 	if i < 0 || !p.Keys[i].Live(now) {
 		// Authentication let the key in a moment ago; it expired since.
 		return Event{}, ProblemConflict.New("The key this request was made with is no longer live; roll a live key.")
 	}
-	if overlap < 0 || overlap > MaxKeyOverlap {
-		var v Validation
-		v.Add("expire_current_in", "must be 0 to %d seconds (7 days)", int64(MaxKeyOverlap/time.Second))
-		return Event{}, v.Err()
+	if overlap < 0 || overlap > MaxOverlap {
+		return Event{}, errOverlap()
 	}
 	ev := NewEvent(p.ID, p.ID, "", now, &KeyRolled{KeyID: k.ID, Prefix: k.Prefix, Hash: k.Hash, PreviousKeyID: keyID})
 	expires := ev.OccurredAt.Add(overlap)

@@ -196,7 +196,7 @@ func TestRotateWebhookSecret(t *testing.T) {
 		t.Fatalf("after a second rotation with no overlap: %+v", third.Previous)
 	}
 	for _, secs := range []int64{-1, 604801} {
-		if _, err := domain.ValidateSecretOverlap(secs); !isProblem(err, domain.ProblemValidation) {
+		if _, err := domain.ValidateOverlap(secs); !isProblem(err, domain.ProblemValidation) {
 			t.Fatalf("expire_current_in %d: %v", secs, err)
 		}
 	}

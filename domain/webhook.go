@@ -50,9 +50,6 @@ const (
 	MaxMetadataKeys  = 50
 	MaxMetadataKey   = 40
 	MaxMetadataValue = 500
-	// MaxSecretOverlap is the longest a rotated secret keeps signing
-	// beside its successor (Stripe's longest overlap for a rolled key).
-	MaxSecretOverlap = 7 * 24 * time.Hour
 	// DefaultSecretOverlap is how long a rotated secret keeps signing when
 	// the partner does not say.
 	DefaultSecretOverlap = 24 * time.Hour
@@ -553,14 +550,24 @@ func UpdateWebhookEndpoint(e *WebhookEndpoint, id string, c WebhookEndpointChang
 	return &ev, nil
 }
 
-// ValidateSecretOverlap checks a rotation's expire_current_in, in seconds.
-func ValidateSecretOverlap(seconds int64) (time.Duration, error) {
-	if seconds < 0 || seconds > int64(MaxSecretOverlap/time.Second) {
-		var v Validation
-		v.Add("expire_current_in", "must be 0 to %d seconds (7 days)", int64(MaxSecretOverlap/time.Second))
-		return 0, v.Err()
+// MaxOverlap is the longest a rotated webhook secret keeps signing, or a
+// rolled API key keeps working, beside its successor (Stripe's longest
+// overlap for a rolled key).
+const MaxOverlap = 7 * 24 * time.Hour
+
+// ValidateOverlap checks an expire_current_in, in seconds: how long the
+// current secret or key keeps working beside its successor.
+func ValidateOverlap(seconds int64) (time.Duration, error) {
+	if seconds < 0 || seconds > int64(MaxOverlap/time.Second) {
+		return 0, errOverlap()
 	}
 	return time.Duration(seconds) * time.Second, nil
+}
+
+func errOverlap() error {
+	var v Validation
+	v.Add("expire_current_in", "must be 0 to %d seconds (7 days)", int64(MaxOverlap/time.Second))
+	return v.Err()
 }
 
 // RotateWebhookSecret decides replacing an endpoint's secret (and key pair,

@@ -34,6 +34,30 @@ func listKeys(t *testing.T, c *apitest.Client) []apiKeyView {
 	return page.Data
 }
 
+// rolledKey is the answer to a roll.
+type rolledKey struct {
+	Prefix   string `json:"prefix"`
+	Key      string `json:"key"`
+	Previous struct {
+		Prefix    string `json:"prefix"`
+		ExpiresAt string `json:"expires_at"`
+	} `json:"previous"`
+}
+
+func rollKey(t *testing.T, c *apitest.Client, expireIn int) rolledKey {
+	t.Helper()
+	resp := c.Do(http.MethodPost, "/v1/api_keys/roll", map[string]any{"expire_current_in": expireIn}, nil)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("roll: %d %s", resp.Status, resp.Body)
+	}
+	var r rolledKey
+	resp.JSON(t, &r)
+	if !domain.WellFormedKey(domain.Sandbox, r.Key) || r.Key == c.Key || !strings.HasPrefix(r.Key, r.Prefix) || !strings.HasPrefix(c.Key, r.Previous.Prefix) {
+		t.Fatalf("roll answer: %s", resp.Body)
+	}
+	return r
+}
+
 // unauthorizedBody is the opaque 401 as a key gets it, without the
 // request's own id.
 func unauthorizedBody(t *testing.T, c *apitest.Client) string {
@@ -86,23 +110,8 @@ func TestAPIKeyRollUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go load(&apitest.Client{TB: t, Base: ts.URL, Key: old.Key}, deadline)
 	}
-	resp := old.Do(http.MethodPost, "/v1/api_keys/roll", map[string]any{"expire_current_in": 3}, nil)
-	if resp.Status != http.StatusCreated {
-		t.Fatalf("roll: %d %s", resp.Status, resp.Body)
-	}
-	var rolled struct {
-		Prefix   string `json:"prefix"`
-		Key      string `json:"key"`
-		Previous struct {
-			Prefix    string `json:"prefix"`
-			ExpiresAt string `json:"expires_at"`
-		} `json:"previous"`
-	}
-	resp.JSON(t, &rolled)
+	rolled := rollKey(t, old, 3)
 	until.Store(mustTime(t, rolled.Previous.ExpiresAt))
-	if !domain.WellFormedKey(domain.Sandbox, rolled.Key) || rolled.Key == old.Key || rolled.Previous.Prefix != keys[0].Prefix || !strings.HasPrefix(rolled.Key, rolled.Prefix) {
-		t.Fatalf("roll answer: %s", resp.Body)
-	}
 	fresh := &apitest.Client{TB: t, Base: ts.URL, Key: rolled.Key}
 	for range 3 {
 		wg.Add(1)
@@ -158,15 +167,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 	checkProblem(t, b.Do(http.MethodDelete, "/v1/api_keys/"+selfPrefix, nil, nil), 404, "not-found")
 
 	// The operator's console revokes a key the partner rolled.
-	resp := b.Do(http.MethodPost, "/v1/api_keys/roll", map[string]any{"expire_current_in": 0}, nil)
-	if resp.Status != http.StatusCreated {
-		t.Fatalf("roll: %d %s", resp.Status, resp.Body)
-	}
-	var rolled struct {
-		Prefix string `json:"prefix"`
-		Key    string `json:"key"`
-	}
-	resp.JSON(t, &rolled)
+	rolled := rollKey(t, b, 0)
 	c := &apitest.Client{TB: t, Base: ts.URL, Key: rolled.Key}
 	if got, want := unauthorizedBody(t, b), unauthorizedBody(t, unknown); got != want {
 		t.Fatalf("a key rolled with expire_current_in 0\n got %s\nwant %s", got, want)

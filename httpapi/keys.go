@@ -60,14 +60,19 @@ func (s *Server) rollAPIKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if req.ExpireCurrentIn == nil || *req.ExpireCurrentIn < 0 || *req.ExpireCurrentIn > int64(domain.MaxKeyOverlap/time.Second) {
+	if req.ExpireCurrentIn == nil {
 		var v domain.Validation
-		v.Add("expire_current_in", "is required: 0 to %d seconds (7 days) the current key keeps working", int64(domain.MaxKeyOverlap/time.Second))
+		v.Add("expire_current_in", "is required: 0 to %d seconds (7 days) the current key keeps working", int64(domain.MaxOverlap/time.Second))
 		writeError(w, r, v.Err())
 		return
 	}
+	overlap, err := domain.ValidateOverlap(*req.ExpireCurrentIn)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	p, _ := principalFrom(r.Context())
-	rolled, err := s.app.RollKey(r.Context(), p.PartnerID, p.KeyID, time.Duration(*req.ExpireCurrentIn)*time.Second)
+	rolled, err := s.app.RollKey(r.Context(), p.PartnerID, p.KeyID, overlap)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -153,7 +153,7 @@ func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 	overlap := domain.DefaultSecretOverlap
 	if req.ExpireCurrentIn != nil {
 		var err error
-		if overlap, err = domain.ValidateSecretOverlap(*req.ExpireCurrentIn); err != nil {
+		if overlap, err = domain.ValidateOverlap(*req.ExpireCurrentIn); err != nil {
 			writeError(w, r, err)
 			return
 		}

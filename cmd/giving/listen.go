@@ -38,7 +38,7 @@ func runListen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usageError{name + " must be an absolute http(s) URL"}
 		}
 	}
-	if *rotate < -1 || *rotate > int(domain.MaxSecretOverlap/time.Second) {
+	if *rotate < -1 || *rotate > int(domain.MaxOverlap/time.Second) {
 		return usageError{"--rotate-secret must be 0 to 604800 seconds"}
 	}
 	cfg.RotateSecret, cfg.Overlap = *rotate >= 0, time.Duration(*rotate)*time.Second

@@ -41,7 +41,11 @@ func (l *Ledger) OpenKeyUse(ctx context.Context) (*KeyUse, error) {
 // goroutine; a failed one is tried again at the key's next use.
 func (u *KeyUse) Note(keyID string, at time.Time) {
 	hour := at.Truncate(time.Hour).Unix()
-	v, _ := u.noted.LoadOrStore(keyID, new(atomic.Int64))
+	v, ok := u.noted.Load(keyID)
+	if !ok {
+		// Only a key's first use here allocates.
+		v, _ = u.noted.LoadOrStore(keyID, new(atomic.Int64))
+	}
 	last := v.(*atomic.Int64)
 	old := last.Load()
 	if old >= hour || !last.CompareAndSwap(old, hour) {

@@ -122,9 +122,9 @@ type WebhookSecretIssued struct {
 }
 
 // WebhookSecretRotated is the public webhook_endpoint.secret_rotated event:
-// the partner rotated an endpoint's secret. It goes to the partner's
-// endpoints and the feed, so whoever looks after the other receivers learns
-// of it; it names no secret.
+// the partner rotated an endpoint's secret. It goes to the partner's other
+// endpoints (never the rotated one) and the feed, so whoever looks after the
+// other receivers learns of it; it names no secret.
 type WebhookSecretRotated struct {
 	WebhookEndpointID string `json:"webhook_endpoint_id" jsonschema:"pattern=^we_[0-9A-Za-z]{27}$"`
 	PreviousExpiresAt string `json:"previous_expires_at" jsonschema:"pattern=^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$" jsonschema_description:"Until when the previous secret (and key pair) keeps signing deliveries beside the new one (ISO 8601 UTC). Equal to occurred_at when it expired at once."`

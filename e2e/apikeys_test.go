@@ -154,6 +154,11 @@ func TestAPIKeyRevoke(t *testing.T) {
 		t.Fatalf("%d keys listed, want 2", n)
 	}
 	selfPrefix := a.Key[:len("sk_test_")+8]
+	for _, k := range listKeys(t, other) {
+		if k.Prefix == selfPrefix || k.Prefix == second.Prefix {
+			t.Fatalf("another partner's list shows key %s", k.Prefix)
+		}
+	}
 	checkProblem(t, a.Do(http.MethodDelete, "/v1/api_keys/"+selfPrefix, nil, nil), 409, "key-in-use")
 	checkProblem(t, other.Do(http.MethodDelete, "/v1/api_keys/"+selfPrefix, nil, nil), 404, "not-found")
 	checkProblem(t, a.Do(http.MethodDelete, "/v1/api_keys/sk_test_nothere", nil, nil), 404, "not-found")

@@ -153,6 +153,21 @@ func TestUpdateWebhookEndpoint(t *testing.T) {
 	if after.URL != "https://b.example/h" || len(after.Metadata) != 1 || after.Metadata["env"] != "live" || string(after.SealedSecret) != "s" {
 		t.Fatalf("after the update: %+v", after)
 	}
+	// Every change reads back from the ledger's bytes as it was decided,
+	// the removal of the last metadata key included.
+	cleared, _ := domain.UpdateWebhookEndpoint(&after, "we_1", domain.WebhookEndpointChange{Metadata: map[string]string{"env": ""}, Description: str("")}, now)
+	env, err := cleared.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := domain.DecodeStored("pt_1", "we_1", false, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := domain.Fold[domain.WebhookEndpoint]([]domain.Event{created, *moved, stored}); len(got.Metadata) != 0 {
+		t.Fatalf("metadata after removing its last key, read back: %v", got.Metadata)
+	}
+
 	var missing domain.WebhookEndpoint
 	if _, err := domain.UpdateWebhookEndpoint(&missing, "we_2", domain.WebhookEndpointChange{}, now); !isProblem(err, domain.ProblemNotFound) {
 		t.Fatalf("update of a missing endpoint: %v", err)

@@ -532,6 +532,10 @@ func UpdateWebhookEndpoint(e *WebhookEndpoint, id string, c WebhookEndpointChang
 		p.Description = &description
 	}
 	if !maps.Equal(metadata, e.Metadata) {
+		if metadata == nil {
+			// Recorded as {}, not null, which would read back as unchanged.
+			metadata = map[string]string{}
+		}
 		p.Metadata = &metadata
 	}
 	if c.Scheme != nil && *c.Scheme != e.SignatureScheme() {

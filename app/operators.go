@@ -81,16 +81,29 @@ func (o *Operators) RevokeKey(ctx context.Context, prefix string) (string, error
 	return partnerID, err
 }
 
-// findKey scans the ledger's key issuances for prefix. Only key events are
-// read: the filter is applied by the server.
+// findKey scans the ledger's key issuances, by an operator or a partner's
+// roll, for prefix. Only key events are read: the filter is applied by the
+// server.
 func (o *Operators) findKey(ctx context.Context, prefix string) (partnerID, keyID string, err error) {
 	var found bool
-	err = o.scan(ctx, "partner.key_issued", func(ev domain.Event) bool {
-		if k := ev.Payload.(*domain.KeyIssued); k.Prefix == prefix {
-			partnerID, keyID, found = ev.PartnerID, k.KeyID, true
+	for _, typ := range []string{"partner.key_issued", "partner.key_rolled"} {
+		if found || err != nil {
+			break
 		}
-		return found
-	})
+		err = o.scan(ctx, typ, func(ev domain.Event) bool {
+			var id, p string
+			switch k := ev.Payload.(type) {
+			case *domain.KeyIssued:
+				id, p = k.KeyID, k.Prefix
+			case *domain.KeyRolled:
+				id, p = k.KeyID, k.Prefix
+			}
+			if p == prefix {
+				partnerID, keyID, found = ev.PartnerID, id, true
+			}
+			return found
+		})
+	}
 	if err == nil && !found {
 		err = domain.ProblemNotFound.New("No key with prefix %q on the %s stack.", prefix, o.ledger.Env())
 	}

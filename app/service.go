@@ -53,6 +53,8 @@ type Deps struct {
 	Phones sms.Verifier
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
+	// KeyUse keeps the hour each API key was last used.
+	KeyUse *eventlog.KeyUse
 }
 
 // Service runs the use cases of one instance.
@@ -69,6 +71,7 @@ type Service struct {
 	webhooks  Webhooks
 	phones    sms.Verifier
 	simulator *simulators.Simulator
+	keyUse    *eventlog.KeyUse
 
 	flowKey     []byte
 	webhookSeal *eventlog.Sealer
@@ -88,7 +91,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
-		simulator: d.Simulator, flowKey: d.Secrets.Key("flow-token"),
+		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}, nil

@@ -36,11 +36,29 @@ type CreatedEndpoint struct {
 	Secret   string
 }
 
-// CreateEndpoint registers a receiver. Its secret is generated here and
-// sealed before it reaches the ledger.
-func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, eventTypes []string) (CreatedEndpoint, error) {
-	u, types, err := domain.ValidateWebhookEndpoint(rawURL, eventTypes)
+// EndpointSettings are what a partner gives a new endpoint.
+type EndpointSettings struct {
+	URL         string
+	EventTypes  []string
+	Description string
+	Metadata    map[string]string
+	// Scheme is domain.SchemeHMAC (the default when empty) or
+	// domain.SchemeEd25519.
+	Scheme string
+}
+
+// CreateEndpoint registers a receiver. Its secret (and, for an ed25519
+// endpoint, its private key) is generated here and sealed before it
+// reaches the ledger.
+func (s *Service) CreateEndpoint(ctx context.Context, partner string, n EndpointSettings) (CreatedEndpoint, error) {
+	u, types, err := domain.ValidateWebhookEndpoint(n.URL, n.EventTypes)
 	if err != nil {
+		return CreatedEndpoint{}, err
+	}
+	if n.Scheme == "" {
+		n.Scheme = domain.SchemeHMAC
+	}
+	if err := domain.ValidateSignatureScheme(n.Scheme); err != nil {
 		return CreatedEndpoint{}, err
 	}
 	if err := s.webhooks.CheckURL(ctx, u); err != nil {
@@ -55,7 +73,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, ev
 	}
 	defer release()
 	id := domain.NewID(domain.PrefixEndpoint)
-	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
+	sealed, key := s.newCredentials(id, n.Scheme)
 	out, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: id, New: true,
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
@@ -67,6 +85,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, ev
 			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
 			ev, err := domain.CreateWebhookEndpoint(&ep, domain.NewWebhookEndpoint{
 				ID: id, PartnerID: partner, URL: u, EventTypes: types, SealedSecret: sealed,
+				Description: n.Description, Metadata: n.Metadata, SigningKey: key,
 			}, time.Now())
 			return &ev, err
 		},
@@ -86,6 +105,91 @@ func (s *Service) CreateEndpoint(ctx context.Context, partner, rawURL string, ev
 		return CreatedEndpoint{}, err
 	}
 	return CreatedEndpoint{Endpoint: ep, Secret: string(secret)}, nil
+}
+
+// newCredentials generates and seals an endpoint's credentials for scheme:
+// a whsec_ secret, and for ed25519 a key pair, its whsk_ private key
+// sealed for the endpoint like the secret.
+func (s *Service) newCredentials(id, scheme string) ([]byte, *domain.SealedSigningKey) {
+	sealed := s.webhookSeal.Seal([]byte(domain.GenerateWebhookSecret()), []byte(id))
+	if scheme != domain.SchemeEd25519 {
+		return sealed, nil
+	}
+	return sealed, s.newSigningKey(id)
+}
+
+func (s *Service) newSigningKey(id string) *domain.SealedSigningKey {
+	private, public := domain.GenerateSigningKey()
+	return &domain.SealedSigningKey{Sealed: s.webhookSeal.Seal([]byte(private), []byte(id)), PublicKey: public}
+}
+
+// UpdateEndpoint changes one of the partner's endpoints: its address (under
+// the same rules as at creation), event types, description, metadata or
+// signature scheme. The dispatcher uses the new address and types for
+// every attempt not yet made. A change to ed25519 makes the endpoint's key
+// pair here; its whsec_ secret stays as it is.
+func (s *Service) UpdateEndpoint(ctx context.Context, partner, id string, c domain.WebhookEndpointChange) (projections.WebhookEndpoint, error) {
+	if c.URL != nil {
+		u, _, err := domain.ValidateWebhookEndpoint(*c.URL, []string{domain.AllEventTypes})
+		if err != nil {
+			return projections.WebhookEndpoint{}, err
+		}
+		if err := s.webhooks.CheckURL(ctx, u); err != nil {
+			return projections.WebhookEndpoint{}, err
+		}
+	}
+	if c.Scheme != nil && *c.Scheme == domain.SchemeEd25519 && domain.ValidID(domain.PrefixEndpoint, id) {
+		c.SigningKey = s.newSigningKey(id)
+	}
+	return s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
+		return domain.UpdateWebhookEndpoint(ep, id, c, time.Now())
+	})
+}
+
+// RotatedSecret is the answer to a rotation: the endpoint as it now is, its
+// new secret (shown once) and until when the previous one signs.
+type RotatedSecret struct {
+	Endpoint          projections.WebhookEndpoint
+	Secret            string
+	PreviousExpiresAt time.Time
+}
+
+// RotateSecret replaces an endpoint's secret (and key pair, for an ed25519
+// endpoint) with a new one; the current one keeps signing beside it for
+// overlap. The public webhook_endpoint.secret_rotated tells the partner's
+// endpoints and the feed.
+func (s *Service) RotateSecret(ctx context.Context, partner, id string, overlap time.Duration) (RotatedSecret, error) {
+	if !domain.ValidID(domain.PrefixEndpoint, id) {
+		return RotatedSecret{}, domain.NotFound("webhook endpoint", id)
+	}
+	out, err := s.run(ctx, eventlog.Command{
+		Partner: partner, Aggregate: id,
+		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
+			ep := domain.Fold[domain.WebhookEndpoint](h.Events)
+			sealed, key := s.newCredentials(id, ep.SignatureScheme())
+			ev, err := domain.RotateWebhookSecret(&ep, id, sealed, key, overlap, time.Now())
+			return &ev, err
+		},
+	})
+	if err != nil {
+		return RotatedSecret{}, err
+	}
+	// Answer from the stored fact, so that a request recalled after a
+	// crash shows the secret that was actually stored.
+	ev, err := out.Record.Event()
+	if err != nil {
+		return RotatedSecret{}, err
+	}
+	issued, ok := ev.Internal.(*domain.WebhookSecretIssued)
+	if !ok {
+		return RotatedSecret{}, fmt.Errorf("rotate %s: the stored event carries no new secret", id)
+	}
+	secret, err := s.webhookSeal.Open(issued.SealedSecret, []byte(id))
+	if err != nil {
+		return RotatedSecret{}, err
+	}
+	ep, err := s.Endpoint(partner, id)
+	return RotatedSecret{Endpoint: ep, Secret: string(secret), PreviousExpiresAt: issued.PreviousExpiresAt}, err
 }
 
 // endpointEvents matches every event about the partner's endpoints.

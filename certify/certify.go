@@ -64,6 +64,8 @@ type certifier struct {
 	sessionID  string
 	enrollment string
 	activated  sandbox.Event
+	// tests are the test deliveries already verified.
+	tests map[string]bool
 }
 
 // Check reports a mistake in the options, before anything is sent.
@@ -101,7 +103,7 @@ func newCertifier(f Options) (*certifier, error) {
 		f.WebhookURL = "http://" + recv.Addr() + "/webhooks"
 	}
 	f.BaseURL = api.Base
-	return &certifier{f: f, api: api, recv: recv}, nil
+	return &certifier{f: f, api: api, recv: recv, tests: map[string]bool{}}, nil
 }
 
 func (c *certifier) pass(step int, name, detail string) {
@@ -149,7 +151,7 @@ func (c *certifier) run(ctx context.Context) {
 		name string
 		do   func(context.Context) (string, error)
 	}{
-		{1, "Register a webhook endpoint and receive a signed test delivery", c.stepEndpoint},
+		{1, "Register a webhook endpoint and receive a signed test delivery; rotate its secret and verify with the previous and the new one", c.stepEndpoint},
 		{2, "Import churches and keep their ids", c.stepImport},
 		{3, "Complete the hosted flow with a seed donor; enrollment.created arrives on the webhook", c.stepFlow},
 		{4, "Simulate payroll-connected; enrollment.activated arrives on the webhook", c.stepActivate},
@@ -194,22 +196,58 @@ func (c *certifier) stepEndpoint(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the endpoint's secret %q does not start with whsec_", ep.Secret)
 	}
 	c.recv.SetSecret(ep.Secret)
+	first, err := c.testDelivery(ctx, ep.ID, "")
+	if err != nil {
+		return "", err
+	}
+	// A rotation with an overlap: a receiver still holding the previous
+	// secret verifies a delivery, and so does one given the new secret,
+	// which the rest of the run verifies with.
+	var rotated struct {
+		Secret string `json:"secret"`
+	}
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/rotate_secret", map[string]any{"expire_current_in": 600}, http.StatusOK, &rotated); err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == ep.Secret {
+		return "", fmt.Errorf("the rotated secret %q is not a new whsec_ secret", rotated.Secret)
+	}
+	old, err := c.testDelivery(ctx, ep.ID, "with the previous secret during the overlap")
+	if err != nil {
+		return "", err
+	}
+	c.recv.SetSecret(rotated.Secret)
+	fresh, err := c.testDelivery(ctx, ep.ID, "with the new secret")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("endpoint %s, test events %s, %s (previous secret) and %s (new secret) verified", ep.ID, first, old, fresh), nil
+}
+
+// testDelivery asks for a test delivery to the endpoint and waits for the
+// receiver to verify it, returning its event id; how says with what, for
+// the failure's account.
+func (c *certifier) testDelivery(ctx context.Context, endpoint, how string) (string, error) {
 	var test struct {
 		Delivered  bool    `json:"delivered"`
 		StatusCode *int    `json:"status_code"`
 		Error      *string `json:"error"`
 	}
-	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/webhook_endpoints/"+ep.ID+"/test", nil, http.StatusOK, &test); err != nil {
+	if err := c.api.CallJSON(ctx, http.MethodPost, "/v1/webhook_endpoints/"+endpoint+"/test", nil, http.StatusOK, &test); err != nil {
 		return "", err
 	}
+	if how != "" {
+		how = " " + how
+	}
 	if !test.Delivered {
-		return "", fmt.Errorf("the test delivery to %s was not delivered: %s", c.f.WebhookURL, deliveryFailure(test.StatusCode, test.Error))
+		return "", fmt.Errorf("the test delivery to %s was not delivered%s: %s", c.f.WebhookURL, how, deliveryFailure(test.StatusCode, test.Error))
 	}
-	ev, err := c.recv.Await(ctx, c.f.Timeout, func(e sandbox.Event) bool { return e.Type == "webhook_endpoint.test" })
+	ev, err := c.recv.Await(ctx, c.f.Timeout, func(e sandbox.Event) bool { return e.Type == "webhook_endpoint.test" && !c.tests[e.ID] })
 	if err != nil {
-		return "", fmt.Errorf("no signed test delivery reached the receiver: %w", err)
+		return "", fmt.Errorf("no signed test delivery reached the receiver%s: %w", how, err)
 	}
-	return fmt.Sprintf("endpoint %s, test event %s verified", ep.ID, ev.ID), nil
+	c.tests[ev.ID] = true
+	return ev.ID, nil
 }
 
 func (c *certifier) stepImport(ctx context.Context) (string, error) {

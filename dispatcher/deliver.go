@@ -302,15 +302,16 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 	if !ep.Enabled() {
 		return settled, 0, "" // disabled: nothing new, retries included; enabling replays nothing
 	}
+	if !j.Once && !ep.Subscribes(j.EventType) {
+		return settled, 0, "" // unsubscribed since: no attempt, retries included
+	}
 	if !signed {
-		secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
-		if err != nil {
+		if sign, err = d.signerOf(ep); err != nil {
 			d.log.Error().Err(err).Str("endpoint_id", j.Endpoint).Str("event_id", j.EventID).
 				Msg("webhook delivery: endpoint secret cannot be opened (master key changed?)")
 			return later, time.Minute, ""
 		}
-		sign = domain.NewWebhookSigner(string(secret))
-		d.endpoints.keepSigner(ep.ID, sign)
+		d.endpoints.keepSigner(ep, sign)
 	}
 	at := time.Now()
 	if j.Attempt == 1 && !j.Once {
@@ -551,9 +552,9 @@ func (d *Dispatcher) Resend(ctx context.Context, ep projections.WebhookEndpoint,
 // at once, through the same signer and client as real deliveries, and logs
 // the attempt. The test event is never appended to the ledger.
 func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEndpoint) (domain.DeliveryAttempt, error) {
-	secret, err := d.seal.Open(ep.SealedSecret, []byte(ep.ID))
+	sign, err := d.signerOf(ep)
 	if err != nil {
-		return domain.DeliveryAttempt{}, errors.Join(errors.New("open endpoint secret"), err)
+		return domain.DeliveryAttempt{}, err
 	}
 	ev := domain.NewEvent(ep.PartnerID, ep.ID, "", time.Now(), &domain.WebhookEndpointTested{WebhookEndpointID: ep.ID})
 	body, err := ev.Envelope()
@@ -561,9 +562,45 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 		return domain.DeliveryAttempt{}, err
 	}
 	at := time.Now()
-	res := d.sender.send(ctx, ep.URL, domain.NewWebhookSigner(string(secret)), ev.ID, 1, body)
+	res := d.sender.send(ctx, ep.URL, sign, ev.ID, 1, body)
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
 	attempt.FailingSince = d.failingSince(ctx, ep.PartnerID, ep.ID, res.outcome, at)
 	d.record(ctx, ep.PartnerID, attempt)
 	return attempt, nil
+}
+
+// signerOf opens an endpoint's secrets and makes its signer: the current
+// secret, its ed25519 key for an ed25519 endpoint, and a rotated-out
+// secret (and key) that signs beside them until it expires.
+func (d *Dispatcher) signerOf(ep projections.WebhookEndpoint) (domain.WebhookSigner, error) {
+	sign, err := d.openSigner(ep.ID, ep.SealedSecret, ep.SigningKey)
+	if err != nil || ep.Previous == nil || !time.Now().Before(ep.Previous.ExpiresAt) {
+		return sign, err
+	}
+	previous, err := d.openSigner(ep.ID, ep.Previous.SealedSecret, ep.Previous.SigningKey)
+	if err != nil {
+		return sign, err
+	}
+	return sign.WithPrevious(previous, ep.Previous.ExpiresAt), nil
+}
+
+// openSigner opens one generation of an endpoint's keys.
+func (d *Dispatcher) openSigner(id string, sealed []byte, key *domain.SealedSigningKey) (domain.WebhookSigner, error) {
+	secret, err := d.seal.Open(sealed, []byte(id))
+	if err != nil {
+		return domain.WebhookSigner{}, fmt.Errorf("open the secret of endpoint %s: %w", id, err)
+	}
+	sign := domain.NewWebhookSigner(string(secret))
+	if key == nil {
+		return sign, nil
+	}
+	private, err := d.seal.Open(key.Sealed, []byte(id))
+	if err != nil {
+		return sign, fmt.Errorf("open the signing key of endpoint %s: %w", id, err)
+	}
+	k, err := domain.ParseSigningKey(string(private))
+	if err != nil {
+		return sign, fmt.Errorf("signing key of endpoint %s: %w", id, err)
+	}
+	return sign.WithSigningKey(k), nil
 }

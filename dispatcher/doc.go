@@ -8,7 +8,8 @@
 //     memory, a copy of the projections' endpoints brought up to date after
 //     each batch they apply (read again only when an endpoint changed), so
 //     neither the fan-out nor an attempt reads or decodes an endpoint from
-//     the projections file per job, and an endpoint's secret is opened once.
+//     the projections file per job, and an endpoint's secrets are opened
+//     once per change of them.
 //   - Fan-out: a durable consumer on the ledger's public events, shared by all
 //     instances. For each batch it waits for this instance's projections, so
 //     a partner reading the event (GET /v1/events/{id}) or its resource from
@@ -49,7 +50,14 @@
 // connection pinned to a checked address, so a name cannot be re-pointed at
 // an internal address between the check and the connection.
 //
-// Real and test deliveries are signed by domain.Sign, the one signer.
+// Real and test deliveries are signed by domain.WebhookSigner, the one
+// signer, made per endpoint from its opened secrets (signerOf): during a
+// rotation's overlap it signs with the previous secret too, and for an
+// ed25519 endpoint webhook-signature is v1a by its private key. The endpoint
+// table drops a signer whose endpoint's secrets changed. An edit of an
+// endpoint reaches every attempt not yet made: attempts read the address
+// from the table, and an event of a type no longer subscribed to is settled
+// unsent.
 // Imports: domain, eventlog, projections, telemetry. Imported by the wiring, which also
 // hands it to app as the app.Webhooks the endpoint use cases call.
 package dispatcher

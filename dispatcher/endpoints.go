@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -35,9 +36,11 @@ type endpoints struct {
 	loaded    bool
 	byID      map[string]projections.WebhookEndpoint
 	byPartner map[string][]projections.WebhookEndpoint
-	// signers holds a signer by endpoint id, its secret opened once; an
-	// endpoint's secret never changes, and a deleted endpoint's is dropped.
-	signers map[string]domain.WebhookSigner
+	// signers holds a signer by endpoint id, its secrets opened once. A
+	// signer is dropped when its endpoint is deleted or its secrets change
+	// (a rotation, a change of scheme); a rotated-out secret stops signing
+	// at its expiry by itself (domain.WebhookSigner).
+	signers map[string]keptSigner
 	// okAt holds when this instance last saw an attempt to the endpoint
 	// succeed (unix nanoseconds): successes are logged without waiting, so
 	// the attempt log may not show the newest one yet when a failure reads it.
@@ -47,7 +50,7 @@ type endpoints struct {
 func newEndpoints() *endpoints {
 	return &endpoints{
 		byID: map[string]projections.WebhookEndpoint{}, byPartner: map[string][]projections.WebhookEndpoint{},
-		signers: map[string]domain.WebhookSigner{}, okAt: map[string]*atomic.Int64{},
+		signers: map[string]keptSigner{}, okAt: map[string]*atomic.Int64{},
 	}
 }
 
@@ -108,8 +111,8 @@ func (t *endpoints) load(all []projections.WebhookEndpoint, at uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byID, t.byPartner, t.seen, t.loaded = byID, byPartner, at, true
-	for id := range t.signers {
-		if _, ok := byID[id]; !ok {
+	for id, kept := range t.signers {
+		if ep, ok := byID[id]; !ok || !sameSecrets(kept.of, ep.WebhookEndpoint) {
 			delete(t.signers, id)
 		}
 	}
@@ -128,8 +131,25 @@ func (t *endpoints) ofPartner(partner string) []projections.WebhookEndpoint {
 	return t.byPartner[partner]
 }
 
+// keptSigner is an endpoint's signer and the endpoint it was made from.
+type keptSigner struct {
+	sign domain.WebhookSigner
+	of   domain.WebhookEndpoint
+}
+
+// sameSecrets reports whether two states of an endpoint sign alike.
+func sameSecrets(a, b domain.WebhookEndpoint) bool {
+	return bytes.Equal(a.SealedSecret, b.SealedSecret) && sameKey(a.SigningKey, b.SigningKey) &&
+		(a.Previous == nil) == (b.Previous == nil) &&
+		(a.Previous == nil || (bytes.Equal(a.Previous.SealedSecret, b.Previous.SealedSecret) && a.Previous.ExpiresAt.Equal(b.Previous.ExpiresAt)))
+}
+
+func sameKey(a, b *domain.SealedSigningKey) bool {
+	return (a == nil) == (b == nil) && (a == nil || bytes.Equal(a.Sealed, b.Sealed))
+}
+
 // get returns one of the partner's endpoints, and its signer when its
-// secret was already opened.
+// secrets were already opened.
 func (t *endpoints) get(partner, id string) (ep projections.WebhookEndpoint, sign domain.WebhookSigner, signed, ok bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -137,16 +157,16 @@ func (t *endpoints) get(partner, id string) (ep projections.WebhookEndpoint, sig
 	if !ok || ep.PartnerID != partner {
 		return projections.WebhookEndpoint{}, sign, false, false
 	}
-	sign, signed = t.signers[id]
-	return ep, sign, signed, true
+	kept, signed := t.signers[id]
+	return ep, kept.sign, signed, true
 }
 
 // keepSigner remembers an endpoint's signer, while it is in the table.
-func (t *endpoints) keepSigner(id string, sign domain.WebhookSigner) {
+func (t *endpoints) keepSigner(ep projections.WebhookEndpoint, sign domain.WebhookSigner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.byID[id]; ok {
-		t.signers[id] = sign
+	if _, ok := t.byID[ep.ID]; ok {
+		t.signers[ep.ID] = keptSigner{sign: sign, of: ep.WebhookEndpoint}
 	}
 }
 

@@ -56,7 +56,8 @@ func TestEndpointTableFollowsTheProjections(t *testing.T) {
 	created := &domain.WebhookEndpointCreated{URL: "https://example.com/h", EventTypes: []string{"deposit.received"}}
 	apply(rec(t, 1, "pt_a", "we_old", created))
 	sync(1)
-	tb.keepSigner("we_old", domain.NewWebhookSigner("whsec_x"))
+	old, _, _, _ := tb.get("pt_a", "we_old")
+	tb.keepSigner(old, domain.NewWebhookSigner("whsec_x"))
 
 	apply(
 		rec(t, 2, "pt_a", "we_new", created),
@@ -92,13 +93,27 @@ func TestEndpointTableFollowsTheProjections(t *testing.T) {
 		t.Fatalf("pt_a's endpoints %v after an unrelated event", s)
 	}
 
-	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_y"))
-	apply(rec(t, 7, "pt_a", "we_new", &domain.WebhookEndpointDeleted{}))
+	// A change of the endpoint's keys drops its signer; a change of
+	// anything else keeps it.
+	apply(rec(t, 7, "pt_a", "we_old", &domain.WebhookEndpointUpdated{URL: "https://example.com/moved"}))
 	sync(7)
+	if ep, _, signed, _ := tb.get("pt_a", "we_old"); !signed || ep.URL != "https://example.com/moved" {
+		t.Fatalf("we_old after a move: URL %s, signer kept %v", ep.URL, signed)
+	}
+	apply(rec(t, 8, "pt_a", "we_old", &domain.WebhookEndpointUpdated{Scheme: domain.SchemeEd25519, SigningKey: &domain.SealedSigningKey{Sealed: []byte("k"), PublicKey: "whpk_x"}}))
+	sync(8)
+	if _, _, signed, _ := tb.get("pt_a", "we_old"); signed {
+		t.Fatal("we_old's signer was kept after its keys changed")
+	}
+
+	ep, _, _, _ := tb.get("pt_a", "we_new")
+	tb.keepSigner(ep, domain.NewWebhookSigner("whsec_y"))
+	apply(rec(t, 9, "pt_a", "we_new", &domain.WebhookEndpointDeleted{}))
+	sync(9)
 	if _, _, signed, ok := tb.get("pt_a", "we_new"); ok || signed {
 		t.Fatalf("deleted we_new: found %v, signer kept %v", ok, signed)
 	}
-	tb.keepSigner("we_new", domain.NewWebhookSigner("whsec_y"))
+	tb.keepSigner(ep, domain.NewWebhookSigner("whsec_y"))
 	if _, ok := tb.signers["we_new"]; ok {
 		t.Fatal("a deleted endpoint's signer was kept")
 	}

@@ -140,13 +140,15 @@ func (d *Dispatcher) settleSpills(ctx context.Context, spills []spill) {
 }
 
 // jobsOf lists the first attempts of an event: one per enabled endpoint of
-// its partner that subscribes to its type and existed before it. A disabled
-// endpoint gets nothing; the event stays on the feed.
+// its partner that subscribes to its type and existed before it, other than
+// the endpoint the event is about (webhook_endpoint.secret_rotated goes to
+// the partner's other endpoints). A disabled endpoint gets nothing; the
+// event stays on the feed.
 func (d *Dispatcher) jobsOf(rec eventlog.Record) ([]job, error) {
 	var eventID string
 	var jobs []job
 	for _, ep := range d.endpoints.ofPartner(rec.Partner) {
-		if ep.Seq >= rec.Seq || !ep.Enabled() || !ep.Subscribes(rec.Type) {
+		if ep.Seq >= rec.Seq || !ep.Enabled() || !ep.Subscribes(rec.Type) || ep.ID == rec.Aggregate {
 			continue
 		}
 		if eventID == "" {

@@ -58,7 +58,7 @@ type result struct {
 }
 
 // send POSTs body, the envelope of event id, to the receiver as attempt n,
-// signed by sign (domain.WebhookHeaders).
+// signed by sign (domain.WebhookSigner).
 func (s *sender) send(ctx context.Context, rawURL string, sign domain.WebhookSigner, id string, n int, body []byte) result {
 	start := time.Now()
 	r := s.post(ctx, rawURL, sign, id, n, body)
@@ -75,7 +75,7 @@ func (s *sender) post(ctx context.Context, rawURL string, sign domain.WebhookSig
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", domain.WebhookUserAgent)
-	sign.Headers(id, n, time.Now(), body, req.Header.Set)
+	sign.Headers(id, n, time.Now(), body, req.Header.Add)
 	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
 		return s.failure(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,19 +56,33 @@ type KeyIssued struct {
 	Hash   string `json:"hash"`
 }
 
-// KeyRevoked records that a key stops working.
+// KeyRevoked records that a key stops working, revoked by an operator or
+// by the partner with another of its keys.
 type KeyRevoked struct {
 	KeyID string `json:"key_id"`
+}
+
+// KeyRolled records a partner rolling the key it called with: a new key
+// (only its hash and display prefix, like KeyIssued), and the time the
+// rolled key stops working.
+type KeyRolled struct {
+	KeyID             string    `json:"key_id"`
+	Prefix            string    `json:"prefix"`
+	Hash              string    `json:"hash"`
+	PreviousKeyID     string    `json:"previous_key_id"`
+	PreviousExpiresAt time.Time `json:"previous_expires_at"`
 }
 
 func (*PartnerCreated) EventType() string { return "partner.created" }
 func (*KeyIssued) EventType() string      { return "partner.key_issued" }
 func (*KeyRevoked) EventType() string     { return "partner.key_revoked" }
+func (*KeyRolled) EventType() string      { return "partner.key_rolled" }
 
 func init() {
 	register[PartnerCreated](false, "An operator onboarded a partner.")
 	register[KeyIssued](false, "An operator issued an API key to a partner.")
-	register[KeyRevoked](false, "An operator revoked an API key.")
+	register[KeyRevoked](false, "An operator, or the partner with another key, revoked an API key.")
+	register[KeyRolled](false, "A partner rolled its API key: a new key, and the time the old one stops working.")
 }
 
 // Key is one API key's public record.
@@ -77,6 +92,14 @@ type Key struct {
 	Hash      string     `json:"hash"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// ExpiresAt is when a rolled key stops working; nil for a key that
+	// works until revoked.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Live reports whether the key works at now: neither revoked nor expired.
+func (k Key) Live(now time.Time) bool {
+	return k.RevokedAt == nil && (k.ExpiresAt == nil || now.Before(*k.ExpiresAt))
 }
 
 // Partner is the partner aggregate: who they are, their stack, the origins
@@ -102,6 +125,14 @@ func (p *Partner) Apply(e Event) {
 		p.RedirectOrigins, p.CreatedAt = pl.RedirectOrigins, e.OccurredAt
 	case *KeyIssued:
 		p.Keys = append(p.Keys, Key{ID: pl.KeyID, Prefix: pl.Prefix, Hash: pl.Hash, CreatedAt: e.OccurredAt})
+	case *KeyRolled:
+		p.Keys = append(p.Keys, Key{ID: pl.KeyID, Prefix: pl.Prefix, Hash: pl.Hash, CreatedAt: e.OccurredAt})
+		for i := range p.Keys {
+			if p.Keys[i].ID == pl.PreviousKeyID {
+				at := pl.PreviousExpiresAt
+				p.Keys[i].ExpiresAt = &at
+			}
+		}
 	case *KeyRevoked:
 		for i := range p.Keys {
 			if p.Keys[i].ID == pl.KeyID && p.Keys[i].RevokedAt == nil {
@@ -162,6 +193,42 @@ func RevokeKey(p *Partner, keyID string, now time.Time) (Event, error) {
 		return NewEvent(p.ID, p.ID, "", now, &KeyRevoked{KeyID: keyID}), nil
 	}
 	return Event{}, NotFound("key", keyID)
+}
+
+// RollKey decides a partner's roll of the key it calls with (keyID): a new
+// key, the old one working beside it for overlap (0 to MaxOverlap).
+func RollKey(p *Partner, keyID string, k NewKey, overlap time.Duration, now time.Time) (Event, error) {
+	i := slices.IndexFunc(p.Keys, func(x Key) bool { return x.ID == keyID })
+	if i < 0 || !p.Keys[i].Live(now) {
+		// Authentication let the key in a moment ago; it expired since.
+		return Event{}, ProblemConflict.New("The key this request was made with is no longer live; roll a live key.")
+	}
+	if overlap < 0 || overlap > MaxOverlap {
+		return Event{}, errOverlap()
+	}
+	ev := NewEvent(p.ID, p.ID, "", now, &KeyRolled{KeyID: k.ID, Prefix: k.Prefix, Hash: k.Hash, PreviousKeyID: keyID})
+	expires := ev.OccurredAt.Add(overlap)
+	if old := p.Keys[i].ExpiresAt; old != nil && old.Before(expires) {
+		expires = *old // a roll never lengthens a key's life
+	}
+	ev.Payload.(*KeyRolled).PreviousExpiresAt = expires
+	return ev, nil
+}
+
+// RevokeOtherKey decides the partner's revoking of one of its live keys,
+// shown as prefix, with another key (callerKeyID). A key that is not the
+// partner's, or no longer live, is not found; the calling key cannot
+// revoke itself (it would lock the caller out mid-request; roll it with
+// expire_current_in 0 instead).
+func RevokeOtherKey(p *Partner, prefix, callerKeyID string, now time.Time) (Event, error) {
+	i := slices.IndexFunc(p.Keys, func(x Key) bool { return x.Prefix == prefix && x.Live(now) })
+	if i < 0 {
+		return Event{}, NotFound("API key", prefix)
+	}
+	if p.Keys[i].ID == callerKeyID {
+		return Event{}, ProblemKeyInUse.New("Key %s is the one making this request; revoke it with another key, or roll it with expire_current_in 0.", prefix)
+	}
+	return RevokeKey(p, p.Keys[i].ID, now)
 }
 
 // NewKey is a freshly generated API key: the secret to show once, and what

@@ -109,6 +109,8 @@ var (
 		About: "The webhook endpoint does not subscribe to the event's type. Resend and recover send an endpoint only the events it would have received."})
 	ProblemEndpointDisabled = define(Problem{Code: "endpoint-disabled", Kind: KindConflict, Status: 409, Title: "Endpoint disabled",
 		About: "The webhook endpoint is disabled, so nothing is sent to it. Enable it first (POST /v1/webhook_endpoints/{id}/enable)."})
+	ProblemKeyInUse = define(Problem{Code: "key-in-use", Kind: KindConflict, Status: 409, Title: "Key in use",
+		About: "An API key cannot revoke itself: the request would lock its own caller out. Revoke it with another of your keys, or roll it (POST /v1/api_keys/roll) with expire_current_in 0."})
 	ProblemInvalidRange = define(Problem{Code: "invalid-range", Kind: KindInvalid, Status: 400, Title: "Invalid range",
 		About: "A recovery needs exactly one of since (an RFC 3339 time within the last 30 days) and since_cursor (a next_cursor of GET /v1/events), and an optional until after the start. Nothing older than 30 days is recovered."})
 	ProblemInvalidCursor = define(Problem{Code: "invalid-cursor", Kind: KindInvalid, Status: 400, Title: "Invalid cursor",

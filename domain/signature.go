@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -55,37 +56,81 @@ func serviceSignature(ts string, sum []byte) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(sum)
 }
 
-// WebhookHeaders returns the signature headers of one delivery attempt of
-// body (the envelope of event id) at time t: Service-Signature by Sign, the
-// Standard Webhooks set by SignStandard, and the attempt's number. Real,
-// test, resent and recovered deliveries and `giving listen`'s forwards all
-// carry exactly these.
-func WebhookHeaders(secret, id string, attempt int, t time.Time, body []byte) map[string]string {
-	h := make(map[string]string, 5)
-	NewWebhookSigner(secret).Headers(id, attempt, t, body, func(k, v string) { h[k] = v })
-	return h
+// WebhookSigner makes a delivery's signature headers, its keys derived and
+// made ready once: for a sender that signs many deliveries to one
+// endpoint. It is the one signer of real, test, resent and recovered
+// deliveries. It is safe for concurrent use.
+//
+// During a rotation's overlap it signs with the previous secret too:
+// Service-Signature is sent twice, one field line per secret, each exactly
+// "t=<unix>,v1=<hex>" as the spec's rule 1 requires (the previous
+// secret's line first, so a receiver that reads only the first line keeps
+// verifying with the secret it holds until that one expires); the Standard
+// Webhooks webhook-signature lists both signatures, the new first, space
+// separated, as that spec provides for rotation.
+type WebhookSigner struct {
+	current, previous signingKeys
+	// until is when the previous keys stop signing; zero when there are
+	// none.
+	until time.Time
 }
 
-// WebhookSigner makes WebhookHeaders with one secret, its keys derived
-// and made ready once: for a sender that signs many deliveries to one
-// endpoint. It is safe for concurrent use.
-type WebhookSigner struct {
+// signingKeys are one generation of an endpoint's keys.
+type signingKeys struct {
 	secret, standard macKey
+	// ed signs webhook-signature (v1a) instead of standard, for an
+	// endpoint signed with ed25519.
+	ed ed25519.PrivateKey
 }
 
 // NewWebhookSigner derives the keys of secret.
 func NewWebhookSigner(secret string) WebhookSigner {
-	return WebhookSigner{secret: readyMACKey([]byte(secret)), standard: readyMACKey(StandardKey(secret))}
+	return WebhookSigner{current: signingKeys{secret: readyMACKey([]byte(secret)), standard: readyMACKey(StandardKey(secret))}}
 }
 
-// Headers hands set, one by one, the headers WebhookHeaders returns.
-func (s WebhookSigner) Headers(id string, attempt int, t time.Time, body []byte, set func(k, v string)) {
+// WithSigningKey is s with webhook-signature made by an ed25519 private key
+// (Standard Webhooks v1a) instead of the secret's HMAC.
+func (s WebhookSigner) WithSigningKey(key ed25519.PrivateKey) WebhookSigner {
+	s.current.ed = key
+	return s
+}
+
+// WithPrevious is s signing with previous's keys as well, at every time
+// before until.
+func (s WebhookSigner) WithPrevious(previous WebhookSigner, until time.Time) WebhookSigner {
+	s.previous, s.until = previous.current, until
+	return s
+}
+
+// Headers hands add, one by one, a delivery attempt's headers: one
+// Service-Signature per secret that signs at t, the Standard Webhooks set,
+// and the attempt's number.
+func (s WebhookSigner) Headers(id string, attempt int, t time.Time, body []byte, add func(k, v string)) {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	set(WebhookSignatureHeader, serviceSignature(ts, s.secret.sum(ts, body)))
-	set(StandardIDHeader, id)
-	set(StandardTimestampHeader, ts)
-	set(StandardSignatureHeader, standardSignature(s.standard.sum(id+"."+ts, body)))
-	set(WebhookAttemptHeader, strconv.Itoa(attempt))
+	overlap := t.Before(s.until)
+	if overlap {
+		add(WebhookSignatureHeader, serviceSignature(ts, s.previous.secret.sum(ts, body)))
+	}
+	add(WebhookSignatureHeader, serviceSignature(ts, s.current.secret.sum(ts, body)))
+	add(StandardIDHeader, id)
+	add(StandardTimestampHeader, ts)
+	standard := s.current.standardSignature(id, ts, body)
+	if overlap {
+		standard += " " + s.previous.standardSignature(id, ts, body)
+	}
+	add(StandardSignatureHeader, standard)
+	add(WebhookAttemptHeader, strconv.Itoa(attempt))
+}
+
+// standardSignature is webhook-signature's entry for these keys: v1a by
+// the ed25519 key when there is one, else v1 by the HMAC key.
+func (k signingKeys) standardSignature(id, ts string, body []byte) string {
+	if k.ed == nil {
+		return standardSignature(k.standard.sum(id+"."+ts, body))
+	}
+	msg := make([]byte, 0, len(id)+len(ts)+2+len(body))
+	msg = append(append(append(append(append(msg, id...), '.'), ts...), '.'), body...)
+	return "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(k.ed, msg))
 }
 
 // macKey is an HMAC-SHA256 key. A ready one holds the hash state of its
@@ -187,3 +232,32 @@ func VerifySignature(header string, secret, body []byte, now time.Time) error {
 }
 
 func mac(secret []byte, ts string, body []byte) []byte { return macKey{key: secret}.sum(ts, body) }
+
+// VerifyAnySignature checks the Service-Signature field lines of a delivery
+// against the secrets a receiver holds: every line must have the spec's
+// form, and the delivery verifies when one line verifies with one secret
+// (VerifySignature's rules). During a rotation's overlap a delivery carries
+// a line per secret, so a receiver holding either secret, or both while it
+// moves, accepts it. Its error is ErrBadSignature (errors.Is).
+func VerifyAnySignature(headers []string, secrets [][]byte, body []byte, now time.Time) error {
+	if len(headers) == 0 {
+		return fmt.Errorf("%w (no %s header)", ErrBadSignature, WebhookSignatureHeader)
+	}
+	for _, h := range headers {
+		if !signatureForm.MatchString(h) {
+			return fmt.Errorf("%w (a header line is not t=<unix>,v1=<64 hex>)", ErrBadSignature)
+		}
+	}
+	var last error
+	for _, h := range headers {
+		for _, secret := range secrets {
+			if last = VerifySignature(h, secret, body, now); last == nil {
+				return nil
+			}
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("%w (no secret to verify with)", ErrBadSignature)
+	}
+	return last
+}

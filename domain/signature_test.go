@@ -51,7 +51,8 @@ func TestSignStandardKnownVector(t *testing.T) {
 	if got != want {
 		t.Fatalf("SignStandard = %s, want %s", got, want)
 	}
-	h := domain.WebhookHeaders("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "evt_1", 3, time.Unix(1614265330, 0), []byte(`{}`))
+	h := map[string]string{}
+	domain.NewWebhookSigner("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").Headers("evt_1", 3, time.Unix(1614265330, 0), []byte(`{}`), func(k, v string) { h[k] = v })
 	if h["webhook-id"] != "evt_1" || h["webhook-timestamp"] != "1614265330" || h["Service-Webhook-Attempt"] != "3" || !strings.HasPrefix(h["Service-Signature"], "t=1614265330,v1=") {
 		t.Fatalf("headers: %v", h)
 	}

@@ -178,3 +178,44 @@ func TestListenStoppedMidPageResumesAfterTheLastForward(t *testing.T) {
 		t.Fatalf("forwarded %v, want each of %v once, in order", got, want)
 	}
 }
+
+// giving listen --rotate-secret replaces its local secret and signs with
+// the previous one beside it until it expires, as an endpoint does after a
+// rotation: a receiver holding either secret verifies every forward.
+func TestListenRotatesItsSecretWithAnOverlap(t *testing.T) {
+	ts := startStack(t)
+	c, pid := ts.partner(t)
+	rc := okReceiver(t)
+	p := launchCommand(t, "", nil, "listen", "--base-url", ts.URL, "--api-key", c.Key, "--forward-to", rc.URL, "--state-dir", t.TempDir(), "--rotate-secret", "600")
+	var secret, previous string
+	p.waitPrinted(t, "the new secret", func(line string) bool {
+		_, rest, ok := strings.Cut(line, "local webhook signing secret is ")
+		secret, _, _ = strings.Cut(rest, ";")
+		return ok
+	})
+	p.waitPrinted(t, "the previous secret", func(line string) bool {
+		_, rest, ok := strings.Cut(line, "The previous secret ")
+		previous, _, _ = strings.Cut(rest, " ")
+		return ok
+	})
+	if !strings.HasPrefix(secret, "whsec_") || !strings.HasPrefix(previous, "whsec_") || secret == previous {
+		t.Fatalf("secrets %q and %q", secret, previous)
+	}
+	_, id, _ := appendEnrollment(t, ts.Ledger, pid)
+	waitFor(t, 20*time.Second, "the event forwarded", func() bool { return rc.accepted()[id] })
+	for _, d := range rc.deliveries() {
+		for _, s := range []string{previous, secret} {
+			if err := verifySpecLines(s, d); err != nil {
+				t.Errorf("forward %s: %v", d.EventID, err)
+			}
+			if err := verifyStandard(s, d.Header, d.Body); err != nil {
+				t.Errorf("forward %s (Standard Webhooks): %v", d.EventID, err)
+			}
+		}
+	}
+	verifyStandardJS(t, previous, rc.deliveries())
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}

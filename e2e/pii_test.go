@@ -103,7 +103,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	// A receiver that fails, and a forged vendor webhook, so the log has
 	// the lines for what went wrong too.
 	failing := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return http.StatusInternalServerError })
-	createEndpoint(t, c, failing.URL)
+	failingEp := createEndpoint(t, c, failing.URL)
 
 	donors := []struct{ phone, mode, value, end string }{
 		{"+12025550100", "pct", "3", "You're all set"},
@@ -182,6 +182,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		newDonorBrowser(t, sessionURLs[id], rec).open("").expect(t, http.StatusOK, want)
 	}
 	c.Do(http.MethodGet, "/v1/event_types", nil, nil)
+	c.Do(http.MethodPost, "/v1/webhook_endpoints/"+failingEp.ID+"/rotate_secret", `{"expire_current_in":60}`, nil)
 
 	waitFor(t, 20*time.Second, "the failing endpoint disabled", func() bool {
 		return countEvents(t, ts, "webhook_endpoint.disabled") == 1

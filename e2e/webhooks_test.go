@@ -52,7 +52,7 @@ func TestWebhookEndpointSecretShownOnceAndNeverStoredPlain(t *testing.T) {
 	}
 
 	get := c.Do(http.MethodGet, "/v1/webhook_endpoints/"+ep.ID, nil, nil)
-	if get.Status != http.StatusOK || bytes.Contains(get.Body, []byte("secret")) || bytes.Contains(get.Body, []byte(ep.Secret)) {
+	if get.Status != http.StatusOK || bytes.Contains(get.Body, []byte(`"secret"`)) || bytes.Contains(get.Body, []byte("whsec_")) || bytes.Contains(get.Body, []byte(ep.Secret)) {
 		t.Fatalf("GET endpoint shows a secret or failed: %d %s", get.Status, get.Body)
 	}
 	m := get.Map(t)

@@ -2,7 +2,8 @@
 // environment that holds every domain event, plus the JetStream key-value
 // buckets and streams that carry state which must be shared by every
 // instance (idempotency records, rate-limit buckets, the PII vault, the
-// webhook delivery queue, attempt log and recoveries, the control plane).
+// webhook delivery queue, attempt log and recoveries, the hour each API key
+// was last used, the control plane).
 //
 // It is the only package that imports NATS (nats.go and nats-server). What
 // the others need of JetStream they get as eventlog types: Follow for the

@@ -8,9 +8,10 @@ import (
 )
 
 // authenticate admits requests that carry a live API key of this stack. Every
-// failure — no header, another scheme, a malformed, unknown, revoked or
-// other-stack key — gets the same 401, so the answer reveals nothing about
-// which keys exist.
+// failure — no header, another scheme, a malformed, unknown, revoked,
+// expired or other-stack key — gets the same 401, so the answer reveals
+// nothing about which keys exist. A key let in has its use noted (the hour,
+// without waiting).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := bearer(r.Header.Get("Authorization"))
@@ -23,10 +24,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		if !found || p.Revoked || p.Environment != s.app.Env() {
+		if !found || !p.Live(s.now()) || p.Environment != s.app.Env() {
 			writeUnauthorized(w, r)
 			return
 		}
+		s.app.NoteKeyUse(p.KeyID)
 		info(r.Context()).principal = &p
 		next.ServeHTTP(w, r)
 	})

@@ -6,8 +6,9 @@
 // at / for browsers.
 //
 // Every /v1 and /sandbox request passes one middleware chain: request id and
-// access log, API-key authentication, per-key rate limiting, and for POSTs and
-// PATCHes the Idempotency-Key contract. A handler decides nothing itself: it decodes the
+// access log, API-key authentication (a live key: neither revoked nor past a
+// roll's expiry), per-key rate limiting, and for POSTs and PATCHes the
+// Idempotency-Key contract. A handler decides nothing itself: it decodes the
 // request, calls one use case of package app, and encodes the result; every
 // error leaves through one function (writeError) that turns a domain error
 // into application/problem+json with the status its catalogue entry names.

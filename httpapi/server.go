@@ -135,7 +135,9 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
+	partner(http.MethodPatch, "/v1/webhook_endpoints/{id}", s.updateWebhookEndpoint)
 	partner(http.MethodDelete, "/v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
+	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/rotate_secret", s.rotateWebhookSecret)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
@@ -143,12 +145,15 @@ func (s *Server) routes() {
 	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/recover", s.recoverWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}", s.getRecovery)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
+	partner(http.MethodGet, "/v1/api_keys", s.listAPIKeys)
+	partner(http.MethodPost, "/v1/api_keys/roll", s.rollAPIKey)
+	partner(http.MethodDelete, "/v1/api_keys/{prefix}", s.revokeAPIKey)
 	s.router = r
 }
 
 // partnerChain is the middleware every /v1 and /sandbox route runs:
-// authentication, then the key's rate limit, then for POSTs the
-// Idempotency-Key contract (for PATCHes too). Routes are registered on the root router, not a
+// authentication, then the key's rate limit, then for POSTs and PATCHes the
+// Idempotency-Key contract. Routes are registered on the root router, not a
 // subrouter, so that a wrong method is a 405 rather than a 404.
 func (s *Server) partnerChain(method string, h http.Handler) http.Handler {
 	if method == http.MethodPost || method == http.MethodPatch {

@@ -12,7 +12,8 @@ import (
 	"github.com/partnergiving/giving/projections"
 )
 
-// endpointView is a webhook endpoint as the API shows it: never its secret.
+// endpointView is a webhook endpoint as the API shows it: never its secret
+// or private key; its public key, for an ed25519 endpoint, at any time.
 type endpointView struct {
 	ID         string   `json:"id"`
 	URL        string   `json:"url"`
@@ -20,27 +21,58 @@ type endpointView struct {
 	Status     string   `json:"status"`
 	// DisabledReason is manual or failing while the endpoint is disabled,
 	// null while it is enabled.
-	DisabledReason *string `json:"disabled_reason"`
-	CreatedAt      string  `json:"created_at"`
+	DisabledReason *string           `json:"disabled_reason"`
+	Description    string            `json:"description"`
+	Metadata       map[string]string `json:"metadata"`
+	// SignatureScheme is hmac_sha256 or ed25519: how webhook-signature is
+	// made.
+	SignatureScheme string `json:"signature_scheme"`
+	// PublicKey is the whpk_ key that verifies an ed25519 endpoint's
+	// webhook-signature; null for hmac_sha256.
+	PublicKey *string `json:"public_key"`
+	// PreviousPublicKey is the rotated-out public key, while its
+	// signatures are still sent; null otherwise.
+	PreviousPublicKey *string `json:"previous_public_key"`
+	// PreviousSecretExpiresAt is until when a rotated-out secret signs
+	// beside the current one; null when none does.
+	PreviousSecretExpiresAt *string `json:"previous_secret_expires_at"`
+	CreatedAt               string  `json:"created_at"`
 }
 
-// createdEndpointView is the answer to a creation, the one place the secret
-// is shown.
+// createdEndpointView is the answer to a creation or a rotation, the only
+// places a secret is shown.
 type createdEndpointView struct {
 	endpointView
 	Secret string `json:"secret"`
 }
 
-func viewEndpoint(ep domain.WebhookEndpoint) endpointView {
-	return endpointView{
+func (s *Server) viewEndpoint(ep domain.WebhookEndpoint) endpointView {
+	v := endpointView{
 		ID: ep.ID, URL: ep.URL, EventTypes: ep.EventTypes, Status: ep.Status(),
-		DisabledReason: optional(ep.DisabledReason), CreatedAt: domain.FormatTime(ep.CreatedAt),
+		DisabledReason: optional(ep.DisabledReason), Description: ep.Description, Metadata: ep.Metadata,
+		SignatureScheme: ep.SignatureScheme(), CreatedAt: domain.FormatTime(ep.CreatedAt),
 	}
+	if v.Metadata == nil {
+		v.Metadata = map[string]string{}
+	}
+	if ep.SigningKey != nil {
+		v.PublicKey = &ep.SigningKey.PublicKey
+	}
+	if until := ep.PreviousUntil(s.now()); !until.IsZero() {
+		v.PreviousSecretExpiresAt = optional(domain.FormatTime(until))
+		if ep.Previous.SigningKey != nil {
+			v.PreviousPublicKey = &ep.Previous.SigningKey.PublicKey
+		}
+	}
+	return v
 }
 
 type endpointRequest struct {
-	URL        *string   `json:"url"`
-	EventTypes *[]string `json:"event_types"`
+	URL             *string            `json:"url"`
+	EventTypes      *[]string          `json:"event_types"`
+	Description     *string            `json:"description"`
+	Metadata        *map[string]string `json:"metadata"`
+	SignatureScheme *string            `json:"signature_scheme"`
 }
 
 // createWebhookEndpoint registers a receiver. The secret is generated here,
@@ -62,12 +94,79 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	created, err := s.app.CreateEndpoint(r.Context(), partnerID(r), *req.URL, *req.EventTypes)
+	n := app.EndpointSettings{URL: *req.URL, EventTypes: *req.EventTypes}
+	if req.Description != nil {
+		n.Description = *req.Description
+	}
+	if req.Metadata != nil {
+		n.Metadata = *req.Metadata
+	}
+	if req.SignatureScheme != nil {
+		n.Scheme = *req.SignatureScheme
+		if n.Scheme == "" {
+			writeError(w, r, domain.ValidateSignatureScheme(""))
+			return
+		}
+	}
+	created, err := s.app.CreateEndpoint(r.Context(), partnerID(r), n)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, createdEndpointView{endpointView: viewEndpoint(created.Endpoint), Secret: created.Secret})
+	writeJSON(w, http.StatusCreated, createdEndpointView{endpointView: s.viewEndpoint(created.Endpoint), Secret: created.Secret})
+}
+
+// updateWebhookEndpoint changes the fields the body names; the others stay
+// as they are. Metadata is merged: a key set to "" is removed.
+func (s *Server) updateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+	var req endpointRequest
+	if err := decodeOptional(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	c := domain.WebhookEndpointChange{URL: req.URL, EventTypes: req.EventTypes, Description: req.Description, Scheme: req.SignatureScheme}
+	if req.Metadata != nil {
+		c.Metadata = *req.Metadata
+		if c.Metadata == nil {
+			c.Metadata = map[string]string{}
+		}
+	}
+	ep, err := s.app.UpdateEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"], c)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewEndpoint(ep.WebhookEndpoint))
+}
+
+// rotateWebhookSecret replaces the endpoint's secret; the answer shows the
+// new one, once. The previous one signs beside it for expire_current_in
+// seconds (default a day).
+func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ExpireCurrentIn *int64 `json:"expire_current_in"`
+	}
+	if err := decodeOptional(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	overlap := domain.DefaultSecretOverlap
+	if req.ExpireCurrentIn != nil {
+		var err error
+		if overlap, err = domain.ValidateOverlap(*req.ExpireCurrentIn); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
+	rotated, err := s.app.RotateSecret(r.Context(), partnerID(r), mux.Vars(r)["id"], overlap)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	v := createdEndpointView{endpointView: s.viewEndpoint(rotated.Endpoint.WebhookEndpoint), Secret: rotated.Secret}
+	// The answer names the expiry even when it is already past (0 s).
+	v.PreviousSecretExpiresAt = optional(domain.FormatTime(rotated.PreviousExpiresAt))
+	writeJSON(w, http.StatusOK, v)
 }
 
 // endpoint finds one of the caller's endpoints, answering 404 itself when
@@ -83,7 +182,7 @@ func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) (projections.W
 
 func (s *Server) getWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 	if ep, ok := s.endpoint(w, r); ok {
-		writeJSON(w, http.StatusOK, viewEndpoint(ep.WebhookEndpoint))
+		writeJSON(w, http.StatusOK, s.viewEndpoint(ep.WebhookEndpoint))
 	}
 }
 
@@ -91,7 +190,7 @@ func (s *Server) listWebhookEndpoints(w http.ResponseWriter, r *http.Request) {
 	pid := partnerID(r)
 	servePage(s, w, r, domain.CursorEndpoints, func(after []byte, limit int) ([]projections.WebhookEndpoint, []byte, bool, error) {
 		return s.store.WebhookEndpoints(pid, after, limit)
-	}, func(ep projections.WebhookEndpoint) endpointView { return viewEndpoint(ep.WebhookEndpoint) })
+	}, func(ep projections.WebhookEndpoint) endpointView { return s.viewEndpoint(ep.WebhookEndpoint) })
 }
 
 // deleteWebhookEndpoint removes an endpoint: no delivery starts for it
@@ -127,7 +226,7 @@ func (s *Server) switchEndpoint(w http.ResponseWriter, r *http.Request, change f
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewEndpoint(ep.WebhookEndpoint))
+	writeJSON(w, http.StatusOK, s.viewEndpoint(ep.WebhookEndpoint))
 }
 
 // resendWebhookEvent sends one stored event to the endpoint again, as one

@@ -2,8 +2,11 @@
 // the way the Stripe CLI's "listen" does, without a tunnel: it follows the
 // pull feed (GET /v1/events with long polling, the source of truth) and
 // POSTs each event to the local address signed exactly like a real
-// delivery (domain.WebhookHeaders: Service-Signature and the Standard
-// Webhooks headers), with a local signing secret.
+// delivery (domain.WebhookSigner: Service-Signature and the Standard
+// Webhooks headers), with a local signing secret. That secret can be
+// rotated like an endpoint's: the previous one signs beside the new one
+// until it expires, so a receiver's handling of an overlap can be tried
+// locally.
 //
 // The secret and the feed position are kept in a state file per API key
 // and base URL, so a restart resumes where the last run stopped: an event
@@ -51,6 +54,10 @@ type Config struct {
 	Client *http.Client
 	// Wait is the long poll's hold, in seconds (default 30).
 	Wait int
+	// RotateSecret replaces the local secret at start with a new one; the
+	// previous signs beside it for Overlap.
+	RotateSecret bool
+	Overlap      time.Duration
 }
 
 // State is what a run keeps between runs.
@@ -60,6 +67,20 @@ type State struct {
 	// Cursor is the feed position after the last event forwarded; empty is
 	// the feed's start.
 	Cursor string `json:"cursor"`
+	// PreviousSecret signs beside Secret until PreviousExpiresAt, after a
+	// rotation.
+	PreviousSecret    string    `json:"previous_secret,omitempty"`
+	PreviousExpiresAt time.Time `json:"previous_expires_at,omitzero"`
+}
+
+// signer signs forwards with the secret, and the previous one until it
+// expires.
+func (s State) signer() domain.WebhookSigner {
+	sign := domain.NewWebhookSigner(s.Secret)
+	if s.PreviousSecret == "" {
+		return sign
+	}
+	return sign.WithPrevious(domain.NewWebhookSigner(s.PreviousSecret), s.PreviousExpiresAt)
 }
 
 // StatePath is the state file of an API key at a base URL. The key is
@@ -93,6 +114,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	fmt.Fprintf(cfg.Out, "Ready. Your local webhook signing secret is %s; forwarding events to %s (Ctrl-C stops)\n", f.state.Secret, cfg.ForwardTo)
+	if time.Now().Before(f.state.PreviousExpiresAt) {
+		fmt.Fprintf(cfg.Out, "The previous secret %s signs beside it until %s.\n", f.state.PreviousSecret, domain.FormatTime(f.state.PreviousExpiresAt))
+	}
 	for ctx.Err() == nil {
 		if err := f.round(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -113,6 +137,7 @@ type forwarder struct {
 	cfg   Config
 	path  string
 	state State
+	sign  domain.WebhookSigner
 }
 
 // fatalError is an answer that retrying cannot change (a refused key, an
@@ -120,7 +145,7 @@ type forwarder struct {
 type fatalError struct{ error }
 
 // start loads the state, or makes it: a new secret, and the end of the
-// feed as the position unless FromStart.
+// feed as the position unless FromStart; and rotates the secret when asked.
 func (f *forwarder) start(ctx context.Context) error {
 	data, err := os.ReadFile(f.path)
 	switch {
@@ -141,6 +166,11 @@ func (f *forwarder) start(ctx context.Context) error {
 	if f.cfg.FromStart {
 		f.state.Cursor = ""
 	}
+	if f.cfg.RotateSecret {
+		f.state.PreviousSecret, f.state.Secret = f.state.Secret, domain.GenerateWebhookSecret()
+		f.state.PreviousExpiresAt = time.Now().Add(f.cfg.Overlap).UTC()
+	}
+	f.sign = f.state.signer()
 	return f.save()
 }
 
@@ -248,9 +278,7 @@ func (f *forwarder) forward(ctx context.Context, ev json.RawMessage) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", domain.WebhookUserAgent)
-	for k, v := range domain.WebhookHeaders(f.state.Secret, env.ID, 1, start, ev) {
-		req.Header.Set(k, v)
-	}
+	f.sign.Headers(env.ID, 1, start, ev, req.Header.Add)
 	resp, err := f.cfg.Client.Do(req)
 	if err != nil {
 		fmt.Fprintln(f.cfg.Out, line+"error: "+err.Error())

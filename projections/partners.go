@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/partnergiving/giving/domain"
@@ -20,6 +22,13 @@ type Principal struct {
 	KeyPrefix   string             `json:"key_prefix"`
 	Environment domain.Environment `json:"environment"`
 	Revoked     bool               `json:"revoked"`
+	// ExpiresAt is when a rolled key stops working; nil until it is rolled.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Live reports whether the key works at now.
+func (p Principal) Live(now time.Time) bool {
+	return !p.Revoked && (p.ExpiresAt == nil || now.Before(*p.ExpiresAt))
 }
 
 func init() {
@@ -27,43 +36,61 @@ func init() {
 		return updatePartner(tx, ev)
 	})
 	on("partner.key_issued", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
-		if err := updatePartner(tx, ev); err != nil {
-			return err
-		}
-		p, _, err := loadPartner(tx, ev.PartnerID)
-		if err != nil {
-			return err
-		}
 		k := ev.Payload.(*domain.KeyIssued)
-		pr := Principal{PartnerID: ev.PartnerID, KeyID: k.KeyID, KeyPrefix: k.Prefix, Environment: p.Environment}
-		if err := putJSON(tx.Bucket(bucketKeyHashes), []byte(k.Hash), pr); err != nil {
+		return issueKey(tx, ev, k.KeyID, k.Prefix, k.Hash)
+	})
+	on("partner.key_rolled", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+		k := ev.Payload.(*domain.KeyRolled)
+		if err := issueKey(tx, ev, k.KeyID, k.Prefix, k.Hash); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketKeyPrefixes).Put([]byte(k.Prefix), []byte(k.Hash))
+		expires := k.PreviousExpiresAt
+		return changeKey(tx, ev.PartnerID, k.PreviousKeyID, func(pr *Principal) { pr.ExpiresAt = &expires })
 	})
 	on("partner.key_revoked", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 		if err := updatePartner(tx, ev); err != nil {
 			return err
 		}
-		p, _, err := loadPartner(tx, ev.PartnerID)
-		if err != nil {
+		return changeKey(tx, ev.PartnerID, ev.Payload.(*domain.KeyRevoked).KeyID, func(pr *Principal) { pr.Revoked = true })
+	})
+}
+
+// issueKey folds ev into the partner and adds the new key's principal.
+func issueKey(tx *bolt.Tx, ev domain.Event, keyID, prefix, hash string) error {
+	if err := updatePartner(tx, ev); err != nil {
+		return err
+	}
+	p, _, err := loadPartner(tx, ev.PartnerID)
+	if err != nil {
+		return err
+	}
+	pr := Principal{PartnerID: ev.PartnerID, KeyID: keyID, KeyPrefix: prefix, Environment: p.Environment}
+	if err := putJSON(tx.Bucket(bucketKeyHashes), []byte(hash), pr); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketKeyPrefixes).Put([]byte(prefix), []byte(hash))
+}
+
+// changeKey changes the principal of one of the partner's keys (the
+// partner already holds the event).
+func changeKey(tx *bolt.Tx, partner, keyID string, change func(*Principal)) error {
+	p, _, err := loadPartner(tx, partner)
+	if err != nil {
+		return err
+	}
+	for _, k := range p.Keys {
+		if k.ID != keyID {
+			continue
+		}
+		b := tx.Bucket(bucketKeyHashes)
+		var pr Principal
+		if ok, err := getJSON(b, []byte(k.Hash), &pr); err != nil || !ok {
 			return err
 		}
-		id := ev.Payload.(*domain.KeyRevoked).KeyID
-		for _, k := range p.Keys {
-			if k.ID != id {
-				continue
-			}
-			b := tx.Bucket(bucketKeyHashes)
-			var pr Principal
-			if ok, err := getJSON(b, []byte(k.Hash), &pr); err != nil || !ok {
-				return err
-			}
-			pr.Revoked = true
-			return putJSON(b, []byte(k.Hash), pr)
-		}
-		return nil
-	})
+		change(&pr)
+		return putJSON(b, []byte(k.Hash), pr)
+	}
+	return nil
 }
 
 // updatePartner folds ev into the stored partner aggregate.

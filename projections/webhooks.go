@@ -18,7 +18,8 @@ var (
 	// partner's endpoints in creation order.
 	bucketEndpointOrder = bucket("webhook_endpoint_order")
 	// keyEndpointsChanged, in the meta bucket, holds the sequence of the
-	// last endpoint creation, deletion, disabling or enabling.
+	// last endpoint creation, deletion, disabling, enabling, edit or
+	// rotation.
 	keyEndpointsChanged = []byte("webhook_endpoints_changed")
 )
 
@@ -43,9 +44,13 @@ func init() {
 		}
 		return tx.Bucket(bucketMeta).Put(keyEndpointsChanged, u64(rec.Seq))
 	})
-	// Disabling and enabling change the endpoint's state in place; they
-	// count as changes of the set, so the dispatcher looks again.
-	for _, typ := range []string{"webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled"} {
+	// Disabling, enabling, edits and new secrets change the endpoint's
+	// state in place; they count as changes of the set, so the dispatcher
+	// looks again (and signs with the new secret, sends to the new address).
+	for _, typ := range []string{
+		"webhook_endpoint.disabled", "webhook_endpoint.paused", "webhook_endpoint.enabled",
+		"webhook_endpoint.updated", "webhook_endpoint.secret_issued",
+	} {
 		on(typ, func(tx *bolt.Tx, rec eventlog.Record, ev domain.Event) error {
 			ep, ok, err := changeEndpoint(tx, rec, ev)
 			if err != nil || !ok {

@@ -39,8 +39,11 @@ func ParseEvent(raw []byte) (Event, error) {
 
 // Receiver is a local webhook endpoint as an integration should write one:
 // it verifies every delivery's Service-Signature (HMAC-SHA256 over
-// "<t>.<raw body>", at most 300 s old, compared in constant time), answers
-// 401 to one that fails, and acts once per event_id, counting repeats.
+// "<t>.<raw body>", at most 300 s old, compared in constant time) on every
+// line of the header, accepting a delivery one line of which verifies with
+// one of its secrets (two lines and two secrets while a rotation overlaps),
+// answers 401 to one that fails, and acts once per event_id, counting
+// repeats.
 // It accepts POSTs on any path, and answers a GET to say it is up.
 type Receiver struct {
 	addr string
@@ -48,7 +51,7 @@ type Receiver struct {
 	log  io.Writer
 
 	mu         sync.Mutex
-	secret     []byte
+	secrets    [][]byte
 	seen       map[string]Event
 	deliveries int
 	duplicates int
@@ -74,12 +77,17 @@ func (r *Receiver) Addr() string { return r.addr }
 // Close stops the receiver.
 func (r *Receiver) Close() { _ = r.srv.Close() }
 
-// SetSecret sets the endpoint's whsec_ secret; until then every delivery is
+// SetSecret sets the endpoint's whsec_ secrets to verify with: one, or
+// during a rotation's overlap the previous and the new one while the
+// integration moves from one to the other. Until then every delivery is
 // refused.
-func (r *Receiver) SetSecret(s string) {
+func (r *Receiver) SetSecret(secrets ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.secret = []byte(s)
+	r.secrets = nil
+	for _, s := range secrets {
+		r.secrets = append(r.secrets, []byte(s))
+	}
 }
 
 func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
@@ -98,14 +106,14 @@ func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
-	secret := r.secret
+	secrets := r.secrets
 	r.mu.Unlock()
-	if secret == nil {
+	if len(secrets) == 0 {
 		r.logf("refused a delivery to %s: no secret to verify it with\n", req.URL.Path)
 		http.Error(w, "no secret", http.StatusUnauthorized)
 		return
 	}
-	if err := domain.VerifySignature(req.Header.Get("Service-Signature"), secret, body, time.Now()); err != nil {
+	if err := domain.VerifyAnySignature(req.Header.Values(domain.WebhookSignatureHeader), secrets, body, time.Now()); err != nil {
 		r.logf("refused a delivery to %s: %v\n", req.URL.Path, err)
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,47 @@ func TestURLMistakes(t *testing.T) {
 		if _, err := sandbox.FlowBase(bad); err == nil || !strings.Contains(err.Error(), "is not a donor session's url") {
 			t.Errorf("FlowBase(%q): %v", bad, err)
 		}
+	}
+}
+
+// During a rotation's overlap a delivery carries a Service-Signature line
+// per secret: the receiver accepts it holding either secret or both, and
+// refuses it when a line is malformed or no line verifies.
+func TestReceiverVerifiesEveryLineDuringARotation(t *testing.T) {
+	r, err := sandbox.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	previous, current := domain.GenerateWebhookSecret(), domain.GenerateWebhookSecret()
+	sign := domain.NewWebhookSigner(current).WithPrevious(domain.NewWebhookSigner(previous), time.Now().Add(time.Minute))
+	n := 0
+	post := func(extra string) int {
+		n++
+		body := []byte(`{"event_id":"evt_` + strconv.Itoa(n) + `","event_type":"enrollment.activated","occurred_at":"2026-11-21T10:04:05.123Z","church_id":"ch_1","payload":{"enrollment_id":"en_1"}}`)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+r.Addr()+"/hooks", bytes.NewReader(body))
+		sign.Headers("evt_"+strconv.Itoa(n), 1, time.Now(), body, req.Header.Add)
+		if extra != "" {
+			req.Header.Add(domain.WebhookSignatureHeader, extra)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, held := range map[string][]string{"previous": {previous}, "new": {current}, "both": {previous, current}} {
+		r.SetSecret(held...)
+		if code := post(""); code != http.StatusOK {
+			t.Errorf("holding the %s secret: %d", name, code)
+		}
+		if code := post("t=1,v1=zz"); code != http.StatusUnauthorized {
+			t.Errorf("holding the %s secret, a malformed line: %d", name, code)
+		}
+	}
+	r.SetSecret(domain.GenerateWebhookSecret())
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Errorf("holding neither secret: %d", code)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/listen"
 )
 
@@ -23,6 +25,7 @@ func runListen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	events := fs.String("events", "", "event types to forward, comma-separated (default: every type)")
 	fs.StringVar(&cfg.StateDir, "state-dir", listen.DefaultStateDir(), "directory of the state files (the local secret and feed position, per API key and base URL)")
 	fs.BoolVar(&cfg.FromStart, "from-start", false, "forward the whole feed from its first event, instead of the events after this start")
+	rotate := fs.Int("rotate-secret", -1, "replace the local signing secret with a new one at start; the previous one signs beside it for this many seconds (0 to 604800), as an endpoint's does after POST /v1/webhook_endpoints/{id}/rotate_secret")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: giving listen --base-url URL --api-key sk_test_... --forward-to http://localhost:3000/hooks [flags]")
 		fs.PrintDefaults()
@@ -35,6 +38,10 @@ func runListen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usageError{name + " must be an absolute http(s) URL"}
 		}
 	}
+	if *rotate < -1 || *rotate > int(domain.MaxOverlap/time.Second) {
+		return usageError{"--rotate-secret must be 0 to 604800 seconds"}
+	}
+	cfg.RotateSecret, cfg.Overlap = *rotate >= 0, time.Duration(*rotate)*time.Second
 	if !strings.HasPrefix(cfg.APIKey, "sk_") {
 		return usageError{"--api-key must be the partner's API key (sk_test_... or sk_live_...)"}
 	}

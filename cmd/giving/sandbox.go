@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -88,18 +89,25 @@ func runCompleteFlow(ctx context.Context, args []string, stdout, stderr io.Write
 func runReceive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("giving sandbox receive", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:9000", "address to listen on")
-	secret := fs.String("secret", "", "the endpoint's whsec_ secret, to verify signatures with (required)")
+	var secrets []string
+	fs.Func("secret", "the endpoint's whsec_ secret, to verify signatures with (required); give it twice, the previous and the new one, while a rotation overlaps", func(s string) error {
+		if !strings.HasPrefix(s, "whsec_") {
+			return errors.New("must be the endpoint's whsec_ secret, shown when it was registered or rotated")
+		}
+		secrets = append(secrets, s)
+		return nil
+	})
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(*secret, "whsec_") {
+	if len(secrets) == 0 {
 		return usageError{"--secret must be the endpoint's whsec_ secret, shown when it was registered"}
 	}
 	r, err := sandbox.Listen(*listen, stdout)
 	if err != nil {
 		return err
 	}
-	r.SetSecret(*secret)
+	r.SetSecret(secrets...)
 	fmt.Fprintf(stderr, "receiving webhooks on http://%s (any path); Ctrl-C stops\n", r.Addr())
 	<-ctx.Done()
 	r.Close()

@@ -120,7 +120,7 @@ func (r *Response) Map(tb testing.TB) map[string]any {
 type Header map[string]string
 
 // Do sends a request. body is JSON-encoded unless it is a string or []byte,
-// which are sent as is. A POST gets a fresh Idempotency-Key unless headers
+// which are sent as is. A POST or PATCH gets a fresh Idempotency-Key unless headers
 // set one (an empty value sends none).
 func (c *Client) Do(method, path string, body any, headers Header) *Response {
 	c.TB.Helper()

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/ksuid"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/stack"
@@ -182,7 +183,7 @@ func (rs *readState) setUp(ctx context.Context) error {
 	if err := svc.st.Projector.CatchUp(ctx); err != nil {
 		return err
 	}
-	if _, err := svc.st.App.CreateEndpoint(ctx, rs.hook, rs.hooks.url+"/hook", []string{"deposit.received"}); err != nil {
+	if _, err := svc.st.App.CreateEndpoint(ctx, rs.hook, app.EndpointSettings{URL: rs.hooks.url + "/hook", EventTypes: []string{"deposit.received"}}); err != nil {
 		return err
 	}
 	rs.bigChurch, rs.hookChurch = domain.NewID(domain.PrefixChurch), domain.NewID(domain.PrefixChurch)

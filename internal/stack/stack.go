@@ -165,6 +165,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	keyUse, err := s.Ledger.OpenKeyUse(ctx)
+	if err != nil {
+		return err
+	}
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
@@ -187,6 +191,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
 		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
+		KeyUse: keyUse,
 	})
 	if err != nil {
 		return err

@@ -166,3 +166,17 @@ func TestNewClientChecksSettings(t *testing.T) {
 		t.Fatalf("sandbox URL refused: %v", err)
 	}
 }
+
+// TestClientUnderPathPrefix is the sandbox's case: a stand-in of Increase
+// mounted under a path of the service rather than at a host's root.
+func TestClientUnderPathPrefix(t *testing.T) {
+	f := increasefake.New(increasefake.Options{APIKey: testKey})
+	f.PutInboundACHTransfer(documentedTransfer(t))
+	srv := httptest.NewServer(http.StripPrefix("/sandbox/increase", f))
+	defer srv.Close()
+
+	tr, err := newClient(t, srv.URL+"/sandbox/increase/", testKey).InboundACHTransfer(context.Background(), "inbound_ach_transfer_tdrwqr3fq9gnnq49odev")
+	if err != nil || tr.ID != "inbound_ach_transfer_tdrwqr3fq9gnnq49odev" {
+		t.Fatalf("transfer %+v, %v", tr, err)
+	}
+}

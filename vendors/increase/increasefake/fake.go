@@ -321,6 +321,29 @@ func (f *Fake) simulate(body []byte) (int, []byte) {
 	return ok200(t)
 }
 
+// Credit makes c arrive as Increase would announce it: the accepted transfer
+// increase.BuildInboundACHTransfer describes is stored, and the Event
+// increase.BuildCreditEvent describes is emitted. A test picks the trace,
+// amount and account number this way, where the simulation endpoint makes
+// its own trace.
+func (f *Fake) Credit(c increase.Credit) error {
+	t, err := increase.BuildInboundACHTransfer(c)
+	if err != nil {
+		return err
+	}
+	body, err := increase.BuildCreditEvent(c)
+	if err != nil {
+		return err
+	}
+	e, err := increase.ParseEvent(body)
+	if err != nil {
+		return err
+	}
+	f.PutInboundACHTransfer(t)
+	f.Emit(e)
+	return nil
+}
+
 // Emit records an Event, served at GET /events/{id}, and delivers it to the
 // webhook URL in the background, as Increase does.
 func (f *Fake) Emit(e increase.Event) {

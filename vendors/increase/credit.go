@@ -93,26 +93,28 @@ const dateForm = time.DateOnly
 
 // ParseCents reads an amount in integer cents from its JSON text. Increase
 // sends amounts as integers of the minor unit; anything else (a decimal
-// point, an exponent, a sign on zero) is refused rather than rounded.
+// point, an exponent, a sign on zero) is refused rather than rounded. The
+// errors never repeat the amount: they end up in logs, which carry no
+// amounts a donor's pay could be read from.
 func ParseCents(n json.Number) (int64, error) {
 	s := string(n)
 	switch {
 	case s == "":
 		return 0, ErrMalformedAmount
 	case strings.ContainsAny(s, "eE"):
-		return 0, fmt.Errorf("%w: %q has an exponent", ErrMalformedAmount, s)
+		return 0, fmt.Errorf("%w: it has an exponent", ErrMalformedAmount)
 	case strings.Contains(s, "."):
-		return 0, fmt.Errorf("%w: %q", ErrFractionalAmount, s)
+		return 0, ErrFractionalAmount
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q", ErrMalformedAmount, s)
+		return 0, ErrMalformedAmount
 	}
 	if v <= 0 || strings.HasPrefix(s, "-") {
-		return 0, fmt.Errorf("%w: %d", ErrAmountNotPositive, v)
+		return 0, ErrAmountNotPositive
 	}
 	if strings.HasPrefix(s, "+") || (len(s) > 1 && s[0] == '0') {
-		return 0, fmt.Errorf("%w: %q is not in canonical form", ErrMalformedAmount, s)
+		return 0, fmt.Errorf("%w: it is not in canonical form", ErrMalformedAmount)
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,9 @@ func TestParseCents(t *testing.T) {
 			}
 			if tt.err != nil && !errors.Is(err, increase.ErrInvalidCredit) {
 				t.Fatalf("%v is not an ErrInvalidCredit", err)
+			}
+			if tt.err != nil && len(tt.in) > 1 && strings.Contains(err.Error(), tt.in) {
+				t.Fatalf("%q repeats the amount, which would reach the logs", err)
 			}
 		})
 	}

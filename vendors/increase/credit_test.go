@@ -3,12 +3,12 @@ package increase_test
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/partnergiving/giving/vendors/increase"
+	"github.com/partnergiving/giving/vendors/increase/increasefake"
 )
 
 func TestParseCents(t *testing.T) {
@@ -56,12 +56,8 @@ func TestParseCents(t *testing.T) {
 // documentedTransfer is the API reference's example Inbound ACH Transfer.
 func documentedTransfer(t *testing.T) increase.InboundACHTransfer {
 	t.Helper()
-	b, err := os.ReadFile("testdata/inbound_ach_transfer_accepted.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tr increase.InboundACHTransfer
-	if err := json.Unmarshal(b, &tr); err != nil {
+	if err := json.Unmarshal(increasefake.ExampleInboundACHTransfer(), &tr); err != nil {
 		t.Fatal(err)
 	}
 	return tr
@@ -144,11 +140,7 @@ func TestNormaliseInternationalInDollars(t *testing.T) {
 }
 
 func TestParseEventDocumentedExample(t *testing.T) {
-	b, err := os.ReadFile("testdata/event_inbound_ach_transfer_created.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := increase.ParseEvent(b)
+	e, err := increase.ParseEvent(increasefake.ExampleEvent())
 	if err != nil {
 		t.Fatal(err)
 	}

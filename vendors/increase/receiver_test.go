@@ -353,3 +353,32 @@ func TestFakeChecksAuthenticationAndPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentedExampleReplayed replays what Increase documents, not what
+// this package builds: the example Event, signed with the subscription's
+// secret, pointing at the example transfer the fake serves.
+func TestDocumentedExampleReplayed(t *testing.T) {
+	secret := []byte("subscription-secret")
+	f := increasefake.New(increasefake.Options{APIKey: testKey})
+	var tr increase.InboundACHTransfer
+	if err := json.Unmarshal(increasefake.ExampleInboundACHTransfer(), &tr); err != nil {
+		t.Fatal(err)
+	}
+	f.PutInboundACHTransfer(tr)
+	api := httptest.NewServer(f)
+	defer api.Close()
+	r := increase.Receiver{Secrets: [][]byte{secret}, Transfers: newClient(t, api.URL, testKey)}
+	body := increasefake.ExampleEvent()
+
+	c, err := r.Receive(context.Background(), increase.Sign(secret, "event_001dzz0r20rzr4zrhrr1364hy80", body, time.Now()), body)
+	if err != nil || c.Trace != "021000038461022" || c.AmountCents != 100 || c.AccountNumberID != "account_number_v18nkfqm6afpsrvy82b2" {
+		t.Fatalf("right secret: %+v, %v", c, err)
+	}
+	_, err = r.Receive(context.Background(), increase.Sign([]byte("wrong"), "event_001dzz0r20rzr4zrhrr1364hy80", body, time.Now()), body)
+	if !errors.Is(err, increase.ErrInvalidSignature) {
+		t.Fatalf("wrong secret: %v, want ErrInvalidSignature", err)
+	}
+	if n := len(f.Requests()); n != 1 {
+		t.Fatalf("%d fetches; a refused webhook must not reach Increase", n)
+	}
+}

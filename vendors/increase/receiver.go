@@ -47,6 +47,11 @@ func (r Receiver) Receive(ctx context.Context, header http.Header, body []byte) 
 	if ev.AssociatedObjectType != objectTypeInboundACHTransfer || !idForm.MatchString(ev.AssociatedObjectID) {
 		return Credit{}, fmt.Errorf("%w: %s points at %s %q", ErrMalformedEvent, ev.Category, ev.AssociatedObjectType, ev.AssociatedObjectID)
 	}
+	if r.Transfers == nil {
+		// A wiring mistake, not Increase's: answered like a refused key, so
+		// Increase keeps the event until an operator fixes it.
+		return Credit{}, fmt.Errorf("event %s: %w: the receiver has no transfer source", ev.ID, ErrRejected)
+	}
 	t, err := r.Transfers.InboundACHTransfer(ctx, ev.AssociatedObjectID)
 	if err != nil {
 		return Credit{}, fmt.Errorf("event %s: %w", ev.ID, err)

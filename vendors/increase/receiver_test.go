@@ -382,3 +382,12 @@ func TestDocumentedExampleReplayed(t *testing.T) {
 		t.Fatalf("%d fetches; a refused webhook must not reach Increase", n)
 	}
 }
+
+func TestReceiverWithoutTransferSource(t *testing.T) {
+	secret := []byte("s")
+	body := []byte(fixtureBody)
+	_, err := increase.Receiver{Secrets: [][]byte{secret}}.Receive(context.Background(), increase.Sign(secret, "event_1", body, time.Now()), body)
+	if !errors.Is(err, increase.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+}

@@ -1,0 +1,421 @@
+// Package increasefake is a local stand-in for the parts of Increase's API
+// the service touches, written from Increase's API reference and its
+// official SDKs: it serves Inbound ACH Transfers and Events, simulates an
+// inbound ACH transfer the way POST /simulations/inbound_ach_transfers does
+// in Increase's sandbox, and delivers the resulting webhooks signed as
+// Increase signs them, retrying until the receiver answers 2xx.
+//
+// It checks what a client sends: every request must carry
+// "Authorization: Bearer <the configured key>", paths must be documented
+// ones, and a POST's Idempotency-Key is honoured as Increase documents
+// (the same key and body replay the first answer; the same key with another
+// body is a 409). Answers use Increase's error object (type, title, detail,
+// status, reason), with the type names of Increase's SDKs.
+//
+// What is the fake's own choice, because Increase does not publish it: the
+// titles and details of errors, the shape of generated ids and trace
+// numbers, the webhook-id of a delivery (the Event id here), and the retry
+// schedule (Options.Retries). State lives in memory, for one process.
+package increasefake
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/partnergiving/giving/vendors/increase"
+)
+
+// DefaultRetries is the fake's wait before each new attempt at a webhook
+// that did not get a 2xx: five attempts in about fifteen seconds, so a test
+// sees retries without waiting for Increase's real schedule, which spans
+// days.
+var DefaultRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// Options configure a Fake.
+type Options struct {
+	// APIKey is the only key the fake accepts.
+	APIKey string
+	// WebhookURL is the event subscription's URL: where the fake POSTs an
+	// Event. Empty: events are recorded and not sent.
+	WebhookURL string
+	// WebhookSecret is the event subscription's shared secret the fake signs
+	// with. A test of a refused webhook gives it a wrong one.
+	WebhookSecret []byte
+	// Retries are the waits before each retry of a webhook; nil is
+	// DefaultRetries, an empty non-nil slice means a single attempt.
+	Retries []time.Duration
+	// HTTPClient sends the webhooks; nil is a client with a 10s timeout.
+	HTTPClient *http.Client
+	// Now is the fake's clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Request is one API request the fake received, for a test to check what
+// the client sent.
+type Request struct {
+	Method         string
+	Path           string
+	Authorization  string
+	IdempotencyKey string
+	Status         int
+}
+
+// Fake is an in-memory Increase. Its zero value is not usable; call New.
+type Fake struct {
+	opts Options
+
+	mu             sync.Mutex
+	accountNumbers map[string]string // account number id → account id
+	transfers      map[string]increase.InboundACHTransfer
+	events         map[string]increase.Event
+	idempotency    map[string]replay
+	requests       []Request
+	deliveries     []*Delivery
+
+	wg sync.WaitGroup
+}
+
+// replay is the first answer to an idempotency key.
+type replay struct {
+	body   []byte
+	status int
+	answer []byte
+}
+
+// New returns a fake that accepts o.APIKey.
+func New(o Options) *Fake {
+	if o.Retries == nil {
+		o.Retries = DefaultRetries
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Fake{
+		opts:           o,
+		accountNumbers: map[string]string{},
+		transfers:      map[string]increase.InboundACHTransfer{},
+		events:         map[string]increase.Event{},
+		idempotency:    map[string]replay{},
+	}
+}
+
+// Close waits for the webhooks being delivered to finish (delivered or out
+// of retries).
+func (f *Fake) Close() { f.wg.Wait() }
+
+// AddAccountNumber makes an account number known, under an account: a
+// simulated transfer can only be sent to a known account number, as at
+// Increase.
+func (f *Fake) AddAccountNumber(accountNumberID, accountID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.accountNumbers[accountNumberID] = accountID
+}
+
+// PutInboundACHTransfer stores a transfer the fake then serves, e.g. one
+// built by increase.BuildInboundACHTransfer for a simulated deposit.
+func (f *Fake) PutInboundACHTransfer(t increase.InboundACHTransfer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.transfers[t.ID] = t
+}
+
+// Requests returns the API requests received so far, oldest first.
+func (f *Fake) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Request(nil), f.requests...)
+}
+
+// Routes, as the API reference names them.
+var (
+	inboundTransferPath = regexp.MustCompile(`^/inbound_ach_transfers/([^/]+)$`)
+	eventPath           = regexp.MustCompile(`^/events/([^/]+)$`)
+)
+
+const simulatePath = "/simulations/inbound_ach_transfers"
+
+// ServeHTTP answers Increase's API.
+func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	status, answer := f.route(r)
+	rec.Status = status
+	f.mu.Lock()
+	f.requests = append(f.requests, rec)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(answer)
+}
+
+// route authenticates, then finds the documented operation.
+func (f *Fake) route(r *http.Request) (int, []byte) {
+	if status, answer, ok := f.authenticate(r); !ok {
+		return status, answer
+	}
+	if m := inboundTransferPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+		f.mu.Lock()
+		t, ok := f.transfers[m[1]]
+		f.mu.Unlock()
+		if !ok {
+			return notFound(m[1])
+		}
+		return ok200(t)
+	}
+	if m := eventPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+		f.mu.Lock()
+		e, ok := f.events[m[1]]
+		f.mu.Unlock()
+		if !ok {
+			return notFound(m[1])
+		}
+		e.Type = "event"
+		return ok200(e)
+	}
+	if r.URL.Path == simulatePath && r.Method == http.MethodPost {
+		return f.idempotent(r, f.simulate)
+	}
+	return apiError(http.StatusNotFound, "api_method_not_found_error", "", "No API method exists at "+r.Method+" "+r.URL.Path+".", "")
+}
+
+// authenticate checks the bearer key the way Increase's SDKs send it.
+func (f *Fake) authenticate(r *http.Request) (int, []byte, bool) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		status, body := apiError(http.StatusUnauthorized, "invalid_api_key_error", "no_header", "No Authorization header was sent.", "")
+		return status, body, false
+	}
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || key != f.opts.APIKey || key == "" {
+		status, body := apiError(http.StatusUnauthorized, "invalid_api_key_error", "no_credential", "The API key is not valid.", "")
+		return status, body, false
+	}
+	return 0, nil, true
+}
+
+// idempotent replays the first answer to a POST's Idempotency-Key.
+func (f *Fake) idempotent(r *http.Request, op func(body []byte) (int, []byte)) (int, []byte) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return apiError(http.StatusBadRequest, "malformed_request_error", "", "The body could not be read.", "")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return op(body)
+	}
+	f.mu.Lock()
+	prev, seen := f.idempotency[key]
+	f.mu.Unlock()
+	if seen {
+		if !bytes.Equal(prev.body, body) {
+			return apiError(http.StatusConflict, "idempotency_key_already_used_error", "", "The Idempotency-Key was already used with another request.", "")
+		}
+		return prev.status, prev.answer
+	}
+	status, answer := op(body)
+	f.mu.Lock()
+	f.idempotency[key] = replay{body: body, status: status, answer: answer}
+	f.mu.Unlock()
+	return status, answer
+}
+
+// simulateParams are the documented parameters of
+// POST /simulations/inbound_ach_transfers that the fake honours.
+type simulateParams struct {
+	AccountNumberID          string  `json:"account_number_id"`
+	Amount                   *int64  `json:"amount"`
+	CompanyDescriptiveDate   *string `json:"company_descriptive_date"`
+	CompanyDiscretionaryData *string `json:"company_discretionary_data"`
+	CompanyEntryDescription  string  `json:"company_entry_description"`
+	CompanyID                string  `json:"company_id"`
+	CompanyName              string  `json:"company_name"`
+	ReceiverIDNumber         *string `json:"receiver_id_number"`
+	ReceiverName             *string `json:"receiver_name"`
+	ResolveAt                *string `json:"resolve_at"`
+	StandardEntryClassCode   string  `json:"standard_entry_class_code"`
+}
+
+// simulate creates an inbound ACH transfer to a known account number: a
+// positive amount is a credit, a negative one a debit. Without resolve_at,
+// Increase resolves the transfer at once, so it is created accepted; the
+// created Event is then delivered to the webhook URL.
+func (f *Fake) simulate(body []byte) (int, []byte) {
+	var p simulateParams
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return apiError(http.StatusBadRequest, "malformed_request_error", "", "The body is not a JSON object of the documented parameters.", err.Error())
+	}
+	var missing []string
+	if p.AccountNumberID == "" {
+		missing = append(missing, "account_number_id")
+	}
+	if p.Amount == nil || *p.Amount == 0 {
+		missing = append(missing, "amount")
+	}
+	if len(missing) > 0 {
+		return apiError(http.StatusBadRequest, "invalid_parameters_error", "", "Some parameters are missing or invalid.", strings.Join(missing, ", "))
+	}
+	if p.ResolveAt != nil {
+		// Not simulated: a pending transfer resolving later needs a clock the
+		// tests would have to drive; no caller needs it yet.
+		return apiError(http.StatusBadRequest, "invalid_parameters_error", "", "The fake does not simulate resolve_at.", "resolve_at")
+	}
+	f.mu.Lock()
+	accountID, known := f.accountNumbers[p.AccountNumberID]
+	f.mu.Unlock()
+	if !known {
+		return notFound(p.AccountNumberID)
+	}
+	now := f.opts.Now().UTC().Truncate(time.Second)
+	amount, direction := *p.Amount, increase.DirectionCredit
+	if amount < 0 {
+		amount, direction = -amount, increase.DirectionDebit
+	}
+	suffix := randomID()
+	t := increase.InboundACHTransfer{
+		ID:                                 "inbound_ach_transfer_" + suffix,
+		Acceptance:                         &increase.Acceptance{AcceptedAt: now, TransactionID: "transaction_" + suffix},
+		AccountID:                          accountID,
+		AccountNumberID:                    p.AccountNumberID,
+		Amount:                             json.Number(fmt.Sprint(amount)),
+		AutomaticallyResolvesAt:            now,
+		CreatedAt:                          now,
+		Direction:                          direction,
+		EffectiveDate:                      now.Format(time.DateOnly),
+		OriginatorCompanyDescriptiveDate:   p.CompanyDescriptiveDate,
+		OriginatorCompanyDiscretionaryData: p.CompanyDiscretionaryData,
+		OriginatorCompanyEntryDescription:  p.CompanyEntryDescription,
+		OriginatorCompanyID:                p.CompanyID,
+		OriginatorCompanyName:              p.CompanyName,
+		OriginatorRoutingNumber:            "101050001",
+		ReceiverIDNumber:                   p.ReceiverIDNumber,
+		ReceiverName:                       p.ReceiverName,
+		Settlement:                         increase.Settlement{SettledAt: now, SettlementSchedule: "same_day"},
+		StandardEntryClassCode:             orDefault(p.StandardEntryClassCode, "corporate_credit_or_debit"),
+		Status:                             increase.StatusAccepted,
+		TraceNumber:                        randomTrace(),
+		Type:                               "inbound_ach_transfer",
+	}
+	f.PutInboundACHTransfer(t)
+	f.Emit(increase.Event{
+		ID:                   "event_" + randomID(),
+		CreatedAt:            now,
+		Category:             increase.CategoryInboundACHTransferCreated,
+		AssociatedObjectType: "inbound_ach_transfer",
+		AssociatedObjectID:   t.ID,
+	})
+	return ok200(t)
+}
+
+// Credit makes c arrive as Increase would announce it: the accepted transfer
+// increase.BuildInboundACHTransfer describes is stored, and the Event
+// increase.BuildCreditEvent describes is emitted. A test picks the trace,
+// amount and account number this way, where the simulation endpoint makes
+// its own trace.
+func (f *Fake) Credit(c increase.Credit) error {
+	t, err := increase.BuildInboundACHTransfer(c)
+	if err != nil {
+		return err
+	}
+	body, err := increase.BuildCreditEvent(c)
+	if err != nil {
+		return err
+	}
+	e, err := increase.ParseEvent(body)
+	if err != nil {
+		return err
+	}
+	f.PutInboundACHTransfer(t)
+	f.Emit(e)
+	return nil
+}
+
+// Emit records an Event, served at GET /events/{id}, and delivers it to the
+// webhook URL in the background, as Increase does.
+func (f *Fake) Emit(e increase.Event) {
+	e.Type = "event"
+	f.mu.Lock()
+	f.events[e.ID] = e
+	f.mu.Unlock()
+	if f.opts.WebhookURL == "" {
+		return
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.Deliver(context.Background(), e)
+	}()
+}
+
+func ok200(v any) (int, []byte) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return apiError(http.StatusInternalServerError, "internal_server_error", "", "The fake could not encode its answer.", err.Error())
+	}
+	return http.StatusOK, b
+}
+
+func notFound(id string) (int, []byte) {
+	status, body := apiError(http.StatusNotFound, "object_not_found_error", "", "Could not find the object.", "No object with id "+id+" exists.")
+	var e map[string]any
+	_ = json.Unmarshal(body, &e)
+	e["resource_id"] = id
+	b, _ := json.Marshal(e)
+	return status, b
+}
+
+// apiError is Increase's error object.
+func apiError(status int, typ, reason, title, detail string) (int, []byte) {
+	e := map[string]any{
+		"status": status, "type": typ, "title": title, "detail": nullable(detail),
+		"errors": []any{}, "reason": nullable(reason), "resource_id": nil, "retry_after": nil,
+	}
+	b, _ := json.Marshal(e)
+	return status, b
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// randomID is an id suffix of the documented alphabet and length.
+func randomID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 20)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		b[i] = alphabet[n.Int64()]
+	}
+	return string(b)
+}
+
+// randomTrace is a 15-digit trace number: the originating bank's 8-digit
+// routing prefix of the documented example, then a 7-digit sequence.
+func randomTrace() string {
+	n, _ := rand.Int(rand.Reader, big.NewInt(10_000_000))
+	return fmt.Sprintf("02100003%07d", n.Int64())
+}

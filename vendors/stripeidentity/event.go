@@ -155,8 +155,8 @@ type EventParams struct {
 // the field order of Stripe's documented example. client_secret and url are
 // null: Stripe documents both as nullable and short-lived, and an event
 // (which is stored and can be listed for 30 days) is no place for either.
-// verified_outputs and last_verification_report are left null too: the
-// sandbox verifies no one.
+// last_verification_report is null too, and verified_outputs, which Stripe
+// includes only when expanded, is absent: the sandbox verifies no one.
 type wireSession struct {
 	ID                     string            `json:"id"`
 	Object                 string            `json:"object"`
@@ -172,7 +172,6 @@ type wireSession struct {
 	Status                 Status            `json:"status"`
 	Type                   string            `json:"type"`
 	URL                    *string           `json:"url"`
-	VerifiedOutputs        *struct{}         `json:"verified_outputs"`
 }
 
 // wireEvent is Stripe's Event object in its documented field order.

@@ -29,9 +29,11 @@
 //   - ParseWebhook at the edge: verify Stripe-Signature on the raw body,
 //     then normalise to a Result (Outcome Passed, Review, Failed or Pending,
 //     keyed by EventID for deduplication, Reference to find the donor
-//     session). ErrIgnored marks events to acknowledge and drop; signature
-//     errors (ErrNotSigned, ErrInvalidHeader, ErrNoValidSignature,
-//     ErrTooOld) and ErrInvalidEvent are refusals.
+//     session). ErrIgnored marks events to acknowledge with 2xx and drop;
+//     every signature failure wraps ErrSignature (ErrNotSigned,
+//     ErrInvalidHeader, ErrNoValidSignature, ErrTooOld) and, like
+//     ErrInvalidEvent, is a refusal: Stripe's own examples answer 400 and
+//     Stripe retries anything that is not 2xx.
 //   - BuildEvent (with OutcomeEvent) and Sign in the sandbox's stand-in and
 //     POST /sandbox/simulate/kyc, so that the simulator sends what Stripe
 //     sends through the production edge.
@@ -42,6 +44,12 @@
 // timeouts and undecodable answers; ErrInvalidParams when a call was
 // refused before it was sent. Decide documents how statuses and last_error
 // codes become outcomes, and why.
+//
+// The reference travels in metadata, which every version of the object
+// carries; client_reference_id, a newer field for the same purpose, is left
+// unset. Stripe appends nothing documented to return_url, so the service
+// puts whatever it needs to recognise the returning donor in the URL
+// itself.
 //
 // No personal data goes to Stripe from the service: CreateParams has no
 // field for a phone, an email or a name, and metadata values that look

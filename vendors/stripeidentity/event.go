@@ -61,7 +61,9 @@ type Result struct {
 	Metadata  map[string]string
 	// Status is the session's status in the event.
 	Status Status
-	// Outcome and Reason are Decide applied to the session.
+	// Outcome and Reason are Decide applied to the session. Stripe does
+	// not promise delivery order, so a processing event (Pending) can
+	// arrive after the verified one: Pending never undoes a decision.
 	Outcome Outcome
 	Reason  string
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -18,13 +19,18 @@ const SignatureHeader = "Stripe-Signature"
 // service's own webhooks.
 const Tolerance = 300 * time.Second
 
+// ErrSignature is wrapped by every reason a webhook's signature is refused,
+// so that the edge can answer all of them the same way with one
+// errors.Is, and still log which one it was.
+var ErrSignature = errors.New("stripe webhook signature refused")
+
 // Why a webhook's signature was refused, tested with errors.Is. The names
 // follow stripe-go's webhook package.
 var (
-	ErrNotSigned        = errors.New("webhook has no Stripe-Signature header")
-	ErrInvalidHeader    = errors.New("webhook has an invalid Stripe-Signature header")
-	ErrNoValidSignature = errors.New("webhook has no valid v1 signature")
-	ErrTooOld           = errors.New("webhook signature timestamp is outside the tolerance")
+	ErrNotSigned        = fmt.Errorf("%w: no Stripe-Signature header", ErrSignature)
+	ErrInvalidHeader    = fmt.Errorf("%w: invalid Stripe-Signature header", ErrSignature)
+	ErrNoValidSignature = fmt.Errorf("%w: no valid v1 signature", ErrSignature)
+	ErrTooOld           = fmt.Errorf("%w: timestamp outside the tolerance", ErrSignature)
 )
 
 // Sign computes the Stripe-Signature header value for body at now:

@@ -75,6 +75,9 @@ func TestVerifySignature(t *testing.T) {
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("VerifySignature = %v, want %v", err, tc.want)
 			}
+			if tc.want != nil && !errors.Is(err, stripeidentity.ErrSignature) {
+				t.Fatalf("%v does not wrap ErrSignature", err)
+			}
 		})
 	}
 }

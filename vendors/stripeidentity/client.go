@@ -164,7 +164,7 @@ var (
 	idempotencyKeyForm = regexp.MustCompile(`^[!-~]{1,255}$`)
 	// phoneLike matches what could be a phone number in any common
 	// notation: seven or more digits with only separators between them.
-	phoneLike = regexp.MustCompile(`^\+?[0-9][0-9 ().\-/]*$`)
+	phoneLike = regexp.MustCompile(`^\+?[0-9 ().\-/]+$`)
 )
 
 // Stripe's documented metadata limits (docs.stripe.com/metadata): 50 keys,

@@ -255,6 +255,7 @@ func TestParametersAreCheckedBeforeAnythingIsSent(t *testing.T) {
 		"no reference":               with(func(p *stripeidentity.CreateParams) { p.Reference = "" }),
 		"a phone as reference":       with(func(p *stripeidentity.CreateParams) { p.Reference = "+1 (555) 010-0199" }),
 		"a bare phone in metadata":   with(func(p *stripeidentity.CreateParams) { p.Metadata["contact"] = "5550100199" }),
+		"a local phone in metadata":  with(func(p *stripeidentity.CreateParams) { p.Metadata["contact"] = "(555) 010-0199" }),
 		"an email in metadata":       with(func(p *stripeidentity.CreateParams) { p.Metadata["contact"] = "donor@example.org" }),
 		"reference twice":            with(func(p *stripeidentity.CreateParams) { p.Metadata["reference"] = "x" }),
 		"bracketed key":              with(func(p *stripeidentity.CreateParams) { p.Metadata["a[b]"] = "x" }),

@@ -161,6 +161,9 @@ func TestHostedPageFlow(t *testing.T) {
 			if o, reason := got.Outcome(); o != tc.outcome || reason != tc.reason {
 				t.Fatalf("retrieved outcome %s %q, want %s %q", o, reason, tc.outcome, tc.reason)
 			}
+			if status, _, ok := f.SessionStatus(s.ID); !ok || status != got.Status {
+				t.Fatalf("the fake holds %s, the API said %s", status, got.Status)
+			}
 			if len(results) > 0 {
 				if last := results[len(results)-1]; last.Outcome != tc.outcome || last.Reason != tc.reason {
 					t.Fatalf("webhook outcome %s %q, want %s %q", last.Outcome, last.Reason, tc.outcome, tc.reason)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 )
 
 // The hosted donor flow's use cases. Each step decides in domain on the
@@ -20,7 +20,7 @@ var ErrPhoneService = errors.New("the phone verification service could not be re
 
 // ErrDonorForgotten means the donor's phone was erased (or never stored):
 // their flow cannot go on.
-var ErrDonorForgotten = eventlog.ErrForgotten
+var ErrDonorForgotten = vault.ErrForgotten
 
 // SessionByToken finds the session a hosted-flow url token opens.
 func (s *Service) SessionByToken(token string) (domain.Session, bool, error) {

@@ -9,7 +9,9 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // Operators are the operator's use cases: onboarding partners, managing
@@ -150,13 +152,13 @@ func walkEvents(ctx context.Context, l *eventlog.Ledger, filter string, recs []e
 // partner, it refuses unless the donor has a session with that partner.
 //
 // The donor's sessions carry the phone sealed with phone keys; erasing them
-// (eventlog.Vault.Erase) first moves the other donors they sealed to vault
+// (vault.Vault.Erase) first moves the other donors they sealed to vault
 // entries of their own: the donor's sessions are found (sessionsOfDonor),
 // then, for each key, the sessions stored while it sealed are read from
 // the ledger. An erasure can wait up to PhoneKeyTimes.SealFor + Settle for
 // a key that still seals.
-func (o *Operators) ForgetDonor(ctx context.Context, secrets *eventlog.Secrets, donorID, partner string) (Forgotten, error) {
-	vault, err := o.ledger.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
+func (o *Operators) ForgetDonor(ctx context.Context, secrets *secrets.Secrets, donorID, partner string) (Forgotten, error) {
+	vault, err := vault.Open(ctx, o.ledger, secrets, vault.PhoneKeyTimes{})
 	if err != nil {
 		return Forgotten{}, err
 	}
@@ -247,11 +249,11 @@ func (o *Operators) sessionsOfDonor(ctx context.Context, donor string) ([]projec
 // sealedWith returns the phones of the sessions stored between from and to
 // that key sealed: a read of the sessions created in a minute or two, not
 // of the ledger's history.
-func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Time) ([]eventlog.SealedFor, error) {
-	var out []eventlog.SealedFor
+func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Time) ([]vault.SealedFor, error) {
+	var out []vault.SealedFor
 	err := sessionsStored(ctx, o.ledger, from, to, func(p *domain.SessionCreated) bool {
 		if p.Phone != nil && p.Phone.Key == key {
-			out = append(out, eventlog.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
+			out = append(out, vault.SealedFor{DonorID: p.DonorID, Phone: *p.Phone})
 		}
 		return false
 	})

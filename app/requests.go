@@ -6,6 +6,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 )
 
 // Partner requests that change something carry an Idempotency-Key. The
@@ -16,14 +17,14 @@ import (
 // dedup ids from the claim, so a retry can never append twice.
 
 // Claim is a running request's hold on its Idempotency-Key.
-type Claim = eventlog.Claim
+type Claim = idempotency.Claim
 
 // Begun says what to do with a request: run it (Claim), answer the stored
 // response (Replay), or refuse it (Mismatch, InFlight).
-type Begun = eventlog.BeginResult
+type Begun = idempotency.BeginResult
 
 // StoredResponse is a completed request's answer.
-type StoredResponse = eventlog.StoredResponse
+type StoredResponse = idempotency.StoredResponse
 
 type claimKey struct{}
 

@@ -15,7 +15,13 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
+	"github.com/partnergiving/giving/eventlog/idempotency"
+	"github.com/partnergiving/giving/eventlog/keyuse"
+	"github.com/partnergiving/giving/eventlog/seen"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/secrets"
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/telemetry"
@@ -40,12 +46,12 @@ type Deps struct {
 	Ledger      *eventlog.Ledger
 	Store       *projections.Store
 	Projector   *projections.Projector
-	Idempotency *eventlog.Idempotency
-	Secrets     *eventlog.Secrets
-	Vault       *eventlog.Vault
+	Idempotency *idempotency.Store
+	Secrets     *secrets.Secrets
+	Vault       *vault.Vault
 	// VendorEvents remembers the vendor events the edge has fully handled.
-	VendorEvents *eventlog.SeenSet
-	Attempts     *eventlog.AttemptLog
+	VendorEvents *seen.Set
+	Attempts     *delivery.AttemptLog
 	// Webhooks checks receiver addresses and sends test deliveries (the
 	// dispatcher).
 	Webhooks Webhooks
@@ -54,7 +60,7 @@ type Deps struct {
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
-	KeyUse *eventlog.KeyUse
+	KeyUse *keyuse.Store
 }
 
 // Service runs the use cases of one instance.
@@ -64,18 +70,18 @@ type Service struct {
 	ledger    *eventlog.Ledger
 	store     *projections.Store
 	projector *projections.Projector
-	idem      *eventlog.Idempotency
-	vault     *eventlog.Vault
-	vendorSet *eventlog.SeenSet
-	attempts  *eventlog.AttemptLog
+	idem      *idempotency.Store
+	vault     *vault.Vault
+	vendorSet *seen.Set
+	attempts  *delivery.AttemptLog
 	webhooks  Webhooks
 	phones    sms.Verifier
 	simulator *simulators.Simulator
-	keyUse    *eventlog.KeyUse
+	keyUse    *keyuse.Store
 
 	flowKey     []byte
-	webhookSeal *eventlog.Sealer
-	cancelSeal  *eventlog.Sealer
+	webhookSeal *secrets.Sealer
+	cancelSeal  *secrets.Sealer
 	polls       longPolls
 }
 
@@ -92,7 +98,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
 		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
-		webhookSeal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose),
+		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}, nil
 }

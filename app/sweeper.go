@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 )
 
 // SweepSessions expires open sessions whose url ran out, emitting
@@ -77,13 +77,13 @@ func (s *Service) sweepEnrollments(ctx context.Context) {
 const VaultGrace = 10 * time.Minute
 
 // SweepVault erases, until ctx ends, what the vault holds that no donor
-// session refers to (eventlog.Vault.Sweep): a donor's own entry grace after
+// session refers to (vault.Vault.Sweep): a donor's own entry grace after
 // it was stored, what a crash between storing a phone and appending its
 // session left behind before sessions carried their phones; a phone key
 // once it closed, if no session stored while it was open was sealed with
 // it.
 func (s *Service) SweepVault(ctx context.Context, grace time.Duration) {
-	refs := eventlog.VaultRefs{
+	refs := vault.Refs{
 		Donor: func(ctx context.Context, donor string) (bool, error) {
 			wctx, cancel := context.WithTimeout(ctx, readWait)
 			defer cancel()

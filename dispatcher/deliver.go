@@ -12,6 +12,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/telemetry"
 )
@@ -19,7 +20,7 @@ import (
 // worker consumes one endpoint's jobs in this instance.
 type worker struct {
 	partner, endpoint string
-	cc                *eventlog.Consumption
+	cc                *delivery.Consumption
 }
 
 // ackWait is how long a job may stay with an instance before the server
@@ -109,7 +110,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 
 func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndpoint) error {
 	cc, err := d.queue.Consume(ctx, ep.PartnerID, ep.ID, d.cfg.Concurrency, d.ackWait(),
-		func(job eventlog.Job) { d.take(ctx, job) },
+		func(job delivery.Job) { d.take(ctx, job) },
 		func(err error) { d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker") })
 	if err != nil {
 		return err
@@ -172,7 +173,7 @@ func (d *Dispatcher) cleanup(ctx context.Context, partner, endpoint string) {
 // take runs a job on its own goroutine, so the endpoint's consumer never
 // waits for an attempt. Once the dispatcher is closing, the job goes back on
 // the queue at once instead.
-func (d *Dispatcher) take(ctx context.Context, m eventlog.Job) {
+func (d *Dispatcher) take(ctx context.Context, m delivery.Job) {
 	var j job
 	if err := json.Unmarshal(m.Data(), &j); err != nil || j.Attempt < 1 {
 		d.log.Error().Err(err).Str("subject", m.Subject()).Msg("webhook job unreadable; dropped")
@@ -204,7 +205,7 @@ func (d *Dispatcher) take(ctx context.Context, m eventlog.Job) {
 // acquire takes one of this instance's attempt slots and one of the
 // endpoint's (shared with its pushed attempts), telling the server the job
 // is still being worked on while it waits.
-func (d *Dispatcher) acquire(ctx context.Context, m eventlog.Job, pu *pusher) bool {
+func (d *Dispatcher) acquire(ctx context.Context, m delivery.Job, pu *pusher) bool {
 	tick := time.NewTicker(d.ackWait() / 3)
 	defer tick.Stop()
 	for _, slots := range []chan struct{}{d.inFlight, pu.slots} {
@@ -234,7 +235,7 @@ func (d *Dispatcher) acquire(ctx context.Context, m eventlog.Job, pu *pusher) bo
 // deliver makes one attempt of a job from the delivery queue (a spilled
 // first attempt or a due retry) and settles it: acknowledged on success, on
 // exhaustion, or once its retry is scheduled.
-func (d *Dispatcher) deliver(ctx context.Context, m eventlog.Job, j job) {
+func (d *Dispatcher) deliver(ctx context.Context, m delivery.Job, j job) {
 	rec, err := d.ledger.Get(ctx, j.Seq)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -395,13 +396,13 @@ func (d *Dispatcher) scheduleRetry(ctx context.Context, j job, at time.Time) err
 
 // requeue hands back a job that was not attempted because the dispatcher
 // is stopping, to be handed out again after requeueDelay (see
-// eventlog.Job.Release). If NATS is gone too, the server hands the job out
+// delivery.Job.Release). If NATS is gone too, the server hands the job out
 // again after the ack wait.
-func (d *Dispatcher) requeue(m eventlog.Job, j job) { d.handBack(m, j, requeueDelay) }
+func (d *Dispatcher) requeue(m delivery.Job, j job) { d.handBack(m, j, requeueDelay) }
 
 // handBack hands a job back, to be handed out again after delay, and waits
-// for the server to take that in (see eventlog.Job.Release).
-func (d *Dispatcher) handBack(m eventlog.Job, j job, delay time.Duration) {
+// for the server to take that in (see delivery.Job.Release).
+func (d *Dispatcher) handBack(m delivery.Job, j job, delay time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.Release(ctx, delay); err != nil {
@@ -420,7 +421,7 @@ const requeueDelay = 2 * time.Second
 // with a server stopping beside the service would leave the taken copy
 // held after the restart, and the endpoint's slots with it, for a whole ack
 // wait (and then hand it out again).
-func (d *Dispatcher) ackConfirmed(m eventlog.Job, j job) {
+func (d *Dispatcher) ackConfirmed(m delivery.Job, j job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.AckConfirmed(ctx); err != nil {

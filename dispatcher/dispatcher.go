@@ -11,7 +11,9 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/secrets"
 	"github.com/partnergiving/giving/telemetry"
 )
 
@@ -80,10 +82,10 @@ const DefaultDisableAfter = 120 * time.Hour
 type Deps struct {
 	Ledger   *eventlog.Ledger
 	Store    *projections.Store
-	Secrets  *eventlog.Secrets
-	Attempts *eventlog.AttemptLog
+	Secrets  *secrets.Secrets
+	Attempts *delivery.AttemptLog
 	// Recoveries keeps the recoveries this and every other instance run.
-	Recoveries *eventlog.Recoveries
+	Recoveries *delivery.Recoveries
 	// Instance names this instance stably across restarts: the recoveries
 	// it runs are leased in that name, so that after a crash it takes its
 	// own back as soon as it is up again. Empty names this process alone.
@@ -96,19 +98,19 @@ type Dispatcher struct {
 	log      zerolog.Logger
 	ledger   *eventlog.Ledger
 	store    *projections.Store
-	seal     *eventlog.Sealer
-	attempts *eventlog.AttemptLog
+	seal     *secrets.Sealer
+	attempts *delivery.AttemptLog
 	guard    *guard
 	// endpoints is the in-memory table of endpoints (endpoints.go).
 	endpoints *endpoints
 
-	recoveries *eventlog.Recoveries
+	recoveries *delivery.Recoveries
 	// instance names this instance as the owner of the recoveries it runs.
 	instance string
 	runs     recoveryRuns
 	sender   *sender
 
-	queue    *eventlog.DeliveryQueue
+	queue    *delivery.Queue
 	fanout   *eventlog.SharedReader
 	inFlight chan struct{}
 
@@ -150,7 +152,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
 	disp := &Dispatcher{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
-		seal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
+		seal: d.Secrets.Sealer(secrets.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
 		recoveries: d.Recoveries, instance: cmp.Or(d.Instance, domain.NewID("")),
@@ -170,7 +172,7 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 	var err error
 	// The queue's age limit is a backstop for jobs of endpoints deleted
 	// while they were being enqueued; every live job is consumed long before.
-	if d.queue, err = d.ledger.OpenDeliveryQueue(ctx, max(7*24*time.Hour, 2*span)); err != nil {
+	if d.queue, err = delivery.OpenQueue(ctx, d.ledger, max(7*24*time.Hour, 2*span)); err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	d.fanout, err = d.ledger.OpenSharedReader(ctx, eventlog.SharedReaderConfig{
@@ -192,7 +194,7 @@ func (d *Dispatcher) setup(ctx context.Context) error {
 
 // Holds reports what the delivery queue holds for an endpoint: whether its
 // consumer exists and how many jobs and retries wait there.
-func (d *Dispatcher) Holds(ctx context.Context, partner, endpoint string) (eventlog.Holding, error) {
+func (d *Dispatcher) Holds(ctx context.Context, partner, endpoint string) (delivery.Holding, error) {
 	return d.queue.Holds(ctx, partner, endpoint)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/telemetry"
 )
 
@@ -129,13 +130,13 @@ func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery)
 
 // spill is a first attempt stored in the delivery queue instead of pushed.
 type spill struct {
-	stored eventlog.Enqueued
+	stored delivery.Enqueued
 	done   func(ok bool)
 }
 
 func (d *Dispatcher) settleSpills(ctx context.Context, spills []spill) {
 	for _, sp := range spills {
-		sp.done(eventlog.Stored(ctx, []eventlog.Enqueued{sp.stored}, enqueueWait) == nil)
+		sp.done(delivery.Stored(ctx, []delivery.Enqueued{sp.stored}, enqueueWait) == nil)
 	}
 }
 

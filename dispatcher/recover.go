@@ -8,11 +8,12 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/projections"
 )
 
 // Recoveries re-deliver a range of an endpoint's events, in ledger order.
-// A recovery is stored (eventlog.Recoveries) with its position; one
+// A recovery is stored (delivery.Recoveries) with its position; one
 // instance runs it under a lease, one event at a time, each through
 // attempt (the one delivery path) and holding one of the endpoint's
 // attempt slots, so live deliveries and the recovery share the endpoint's
@@ -131,7 +132,7 @@ func (rr *recoveryRuns) start(id string, run func()) {
 // position after each, until the range is done, the endpoint is gone or
 // disabled, another instance took the recovery over, or ctx ends (then the
 // lease is given back).
-func (d *Dispatcher) recover(ctx context.Context, r eventlog.Recovery) {
+func (d *Dispatcher) recover(ctx context.Context, r delivery.Recovery) {
 	log := d.log.With().Str("recovery_id", r.ID).Str("endpoint_id", r.EndpointID).Logger()
 	// The local feed must hold the whole range, and the endpoint as it was
 	// when the recovery was asked for, before the range is read: a
@@ -183,7 +184,7 @@ func (d *Dispatcher) recover(ctx context.Context, r eventlog.Recovery) {
 // the endpoint's slots. It reports false when it was interrupted (nothing
 // was sent), and why the recovery cannot go on when the endpoint is gone
 // or disabled.
-func (d *Dispatcher) recoverOne(ctx context.Context, r *eventlog.Recovery, ev projections.FeedEvent) (bool, string) {
+func (d *Dispatcher) recoverOne(ctx context.Context, r *delivery.Recovery, ev projections.FeedEvent) (bool, string) {
 	for {
 		ep, ok, err := d.store.WebhookEndpoint(r.PartnerID, r.EndpointID)
 		switch {
@@ -240,7 +241,7 @@ func (d *Dispatcher) attemptInSlot(ctx context.Context, j job, rec eventlog.Reco
 }
 
 // progress stores the recovery's position and renews its lease.
-func (d *Dispatcher) progress(ctx context.Context, r eventlog.Recovery) (eventlog.Recovery, error) {
+func (d *Dispatcher) progress(ctx context.Context, r delivery.Recovery) (delivery.Recovery, error) {
 	r.LeaseUntil = time.Now().Add(d.recoveryLease())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -248,22 +249,22 @@ func (d *Dispatcher) progress(ctx context.Context, r eventlog.Recovery) (eventlo
 }
 
 // finish stores the recovery's end.
-func (d *Dispatcher) finish(r eventlog.Recovery, status, why string) {
+func (d *Dispatcher) finish(r delivery.Recovery, status, why string) {
 	r.Status, r.Error, r.Owner, r.LeaseUntil = status, why, "", time.Time{}
 	d.save(r, "webhook recovery: end not stored; another runner will finish it")
 }
 
 // release gives the lease back after a clean stop, so the recovery resumes
 // at once after a restart.
-func (d *Dispatcher) release(r eventlog.Recovery) {
+func (d *Dispatcher) release(r delivery.Recovery) {
 	r.Owner, r.LeaseUntil = "", time.Time{}
 	d.save(r, "webhook recovery: lease not given back; it resumes once the lease runs out")
 }
 
-func (d *Dispatcher) save(r eventlog.Recovery, msg string) {
+func (d *Dispatcher) save(r delivery.Recovery, msg string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := d.recoveries.Update(ctx, r); err != nil && !errors.Is(err, eventlog.ErrRecoveryMoved) {
+	if _, err := d.recoveries.Update(ctx, r); err != nil && !errors.Is(err, delivery.ErrRecoveryMoved) {
 		d.log.Warn().Err(err).Str("recovery_id", r.ID).Msg(msg)
 	}
 }

@@ -10,9 +10,11 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // liveTargets is the set of instances a load may send to right now.
@@ -153,11 +155,11 @@ func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
 	// Every session the ledger holds carries a phone the vault opens, and
 	// it is the donor's: a kill between a phone key's write and the
 	// session's append leaves at most a key nothing sealed with.
-	secrets, err := eventlog.ReadSecrets("", dir)
+	secrets, err := secrets.Read("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vault, err := l.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{})
+	vault, err := vault.Open(ctx, l, secrets, vault.PhoneKeyTimes{})
 	if err != nil {
 		t.Fatal(err)
 	}

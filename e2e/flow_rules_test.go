@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 )
 
 // verifiedDonor opens a session and takes its donor through phone
@@ -225,7 +225,7 @@ func TestDonorsForget(t *testing.T) {
 	if !strings.Contains(out, "(the donor's sessions: from the projections of instance ") {
 		t.Errorf("forget against a running instance did not ask it for the donor's sessions: %s", out)
 	}
-	if _, err := donorPhone(t, ts, partner, a.ID); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := donorPhone(t, ts, partner, a.ID); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("after forget: %v", err)
 	}
 	// b's phone was sealed with a's key or the next one: either way it
@@ -257,7 +257,7 @@ func TestDonorsForget(t *testing.T) {
 		t.Errorf("offline forget did not read the ledger's sessions: %s", out)
 	}
 	ts2 := startStack(t, withDir(dir))
-	if _, err := donorPhone(t, ts2, partner, b.ID); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := donorPhone(t, ts2, partner, b.ID); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("after offline forget: %v", err)
 	}
 	newDonorBrowser(t, ts2.URL+strings.TrimPrefix(b.URL, ts.URL), nil).open("").expect(t, http.StatusGone, "This link can no longer be used")

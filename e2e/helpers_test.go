@@ -43,6 +43,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
@@ -169,7 +170,7 @@ func openStack(t testing.TB, opts ...stackOption) *testStack {
 		// Short phone keys, so that forgetting a donor waits two seconds
 		// for the key to close, not a minute and a half. Settle stays long
 		// enough for a session's append on a loaded machine: it bounds it.
-		PhoneKeys: eventlog.PhoneKeyTimes{SealFor: 200 * time.Millisecond, Settle: 2 * time.Second},
+		PhoneKeys: vault.PhoneKeyTimes{SealFor: 200 * time.Millisecond, Settle: 2 * time.Second},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -1790,7 +1791,7 @@ func donorPhone(t *testing.T, ts *testStack, partner, sessionID string) (string,
 	if err != nil || !ok {
 		t.Fatalf("session %s: %v, %v", sessionID, ok, err)
 	}
-	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets, eventlog.PhoneKeyTimes{})
+	vault, err := vault.Open(ctx, ts.Ledger, ts.Secrets, vault.PhoneKeyTimes{})
 	if err != nil {
 		t.Fatal(err)
 	}

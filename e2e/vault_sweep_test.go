@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/internal/stack"
 )
 
@@ -23,16 +23,16 @@ func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
 	s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/back")
 
 	ctx := context.Background()
-	vault, err := ts.Ledger.OpenVault(ctx, ts.Secrets, ts.Config.PhoneKeys)
+	v, err := vault.Open(ctx, ts.Ledger, ts.Secrets, ts.Config.PhoneKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := vault.DonorID(pid, "+12025550177")
-	if err := vault.Put(ctx, orphan, "+12025550177"); err != nil {
+	orphan := v.DonorID(pid, "+12025550177")
+	if err := v.Put(ctx, orphan, "+12025550177"); err != nil {
 		t.Fatal(err)
 	}
 	// A key sealed with, its session never stored.
-	unused, _, err := vault.SealPhone(ctx, orphan, "+12025550177")
+	unused, _, err := v.SealPhone(ctx, orphan, "+12025550177")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +40,12 @@ func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
 		t.Fatalf("the session's donor phone: %v", err)
 	}
 	waitFor(t, 20*time.Second, "the unreferenced phone to be erased", func() bool {
-		_, err := vault.Phone(ctx, orphan, nil)
-		return errors.Is(err, eventlog.ErrForgotten)
+		_, err := v.Phone(ctx, orphan, nil)
+		return errors.Is(err, vault.ErrForgotten)
 	})
 	waitFor(t, 20*time.Second, "the unused phone key to be erased", func() bool {
-		_, err := vault.Phone(ctx, orphan, &unused)
-		return errors.Is(err, eventlog.ErrForgotten)
+		_, err := v.Phone(ctx, orphan, &unused)
+		return errors.Is(err, vault.ErrForgotten)
 	})
 	if phone, err := donorPhone(t, ts, pid, s.ID); err != nil || phone != "+12025550100" {
 		t.Fatalf("the session's donor phone: %q, %v", phone, err)

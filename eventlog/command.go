@@ -155,7 +155,7 @@ func again(ctx context.Context, attempt int, cause error) error {
 	if attempt == maxAttempts {
 		return fmt.Errorf("%w: %w", domain.ErrUnavailable, cause)
 	}
-	return backoff(ctx, attempt)
+	return Backoff(ctx, attempt)
 }
 
 // History loads an aggregate's events, as a command sees them before
@@ -206,17 +206,17 @@ func (l *Ledger) history(ctx context.Context, cmd Command) (History, error) {
 	}
 }
 
-// backoff waits a short, jittered, growing time so that contending commands
+// Backoff waits a short, jittered, growing time so that contending commands
 // (on other instances: this one's take turns) spread out instead of
 // colliding again. It doubles from 1 ms up to 128 ms.
-func backoff(ctx context.Context, attempt int) error {
+func Backoff(ctx context.Context, attempt int) error {
 	d := time.Millisecond << min(attempt-1, 7)
 	d += time.Duration(rand.Int64N(int64(d) + 1))
-	return sleep(ctx, d)
+	return Sleep(ctx, d)
 }
 
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

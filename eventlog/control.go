@@ -37,7 +37,7 @@ func (l *Ledger) serve(topic, queue string, handle func(data []byte, reply func(
 		handle(msg.Data, func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
 	})
 	if err != nil {
-		return nil, natsErr("control "+topic, err)
+		return nil, NATSErr("control "+topic, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
@@ -58,11 +58,11 @@ func (l *Ledger) Request(topic string) (*Replies, error) {
 	msgs := make(chan *nats.Msg, 1024)
 	sub, err := l.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
-		return nil, natsErr("control request "+topic, err)
+		return nil, NATSErr("control request "+topic, err)
 	}
 	if err := l.nc.PublishRequest(l.controlSubject(topic), inbox, nil); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, natsErr("control request "+topic, err)
+		return nil, NATSErr("control request "+topic, err)
 	}
 	return &Replies{sub: sub, msgs: msgs}, nil
 }
@@ -106,7 +106,7 @@ func (l *Ledger) Ask(ctx context.Context, topic string, data []byte) ([]byte, er
 		return nil, ErrNoAnswerer
 	}
 	if err != nil {
-		return nil, natsErr("control ask "+topic, err)
+		return nil, NATSErr("control ask "+topic, err)
 	}
 	return msg.Data, nil
 }

@@ -1,17 +1,22 @@
 // Package eventlog is the service's ledger: a NATS JetStream stream per
-// environment that holds every domain event, plus the JetStream key-value
-// buckets and streams that carry state which must be shared by every
-// instance (idempotency records, rate-limit buckets, the PII vault, the
-// webhook delivery queue, attempt log and recoveries, the hour each API key
-// was last used, the control plane).
+// environment that holds every domain event. It opens the embedded
+// nats-server (or connects to a cluster), appends (Append, with group
+// commit), runs commands (Execute: load, decide, append under optimistic
+// concurrency), reads (Read, Get, LastSeq) and follows (Follow for the
+// projector, SharedReader for the dispatcher's fan-out), and watches the
+// store's health. Operator requests to a running instance (Listen, Request,
+// Answer, Ask) ride the ledger's connection too: they store nothing, and
+// whoever can reach the ledger can reach them.
 //
-// It is the only package that imports NATS (nats.go and nats-server). What
-// the others need of JetStream they get as eventlog types: Follow for the
-// projector, SharedReader and DeliveryQueue for the dispatcher, Listen and
-// Request for operator requests. A failure to reach NATS is reported as
-// domain.ErrUnavailable, so callers can answer "retry later" without knowing
-// what NATS is. Imports: domain, telemetry. Imported by projections, app, dispatcher
-// and the wiring.
+// The other stored nouns live in sibling packages under it, each owning its
+// bucket or stream on the same JetStream: vault (donor phones and phone
+// keys), idempotency (Idempotency-Key records), delivery (webhook queue,
+// attempt log, recoveries), presence, seen (vendor events handled), keyuse
+// (API keys' last use), and probe (what the bench measures of NATS itself).
+// They open their buckets through the small surface in siblings.go. Only
+// packages under eventlog import NATS (TestImportRules in internal/imports
+// checks it). A failure to reach NATS is reported as domain.ErrUnavailable,
+// so callers can answer "retry later" without knowing what NATS is.
 //
 // With no NATS URL it starts an embedded nats-server that stores under the
 // data directory and syncs every write to disk before acknowledging it; with

@@ -11,11 +11,11 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// natsErr annotates a failed NATS operation with what was being done. A
+// NATSErr annotates a failed NATS operation with what was being done. A
 // failure to reach the server (connection closed or lost, no responders, a
 // timeout) is also marked domain.ErrUnavailable, so the layers above can
 // answer "retry later" without knowing how the ledger is reached.
-func natsErr(op string, err error) error {
+func NATSErr(op string, err error) error {
 	if unreachable(err) {
 		return fmt.Errorf("%s: %w: %w", op, domain.ErrUnavailable, err)
 	}

@@ -3,16 +3,7 @@ package eventlog
 import (
 	"context"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// JetStreamForTest lets the package's black-box tests look at what a bucket
-// stores on the server.
-func (l *Ledger) JetStreamForTest() jetstream.JetStream { return l.js }
-
-// DecodeAttemptsForTest reads one message of the attempt log, as Last does.
-var DecodeAttemptsForTest = decodeAttempts
 
 // DirectLastForTest runs the ledger's direct get of the last message on
 // subject in stream.
@@ -47,13 +38,6 @@ func SetSharedReaderCheckForTest(d time.Duration) (restore func()) {
 	old := sharedReaderCheck
 	sharedReaderCheck = d
 	return func() { sharedReaderCheck = old }
-}
-
-// SetNewKeyTimeoutForTest shortens the bound on making a phone key.
-func SetNewKeyTimeoutForTest(d time.Duration) (restore func()) {
-	old := newKeyTimeout
-	newKeyTimeout = d
-	return func() { newKeyTimeout = old }
 }
 
 // DeleteForTest deletes the shared reader's consumer from the server.

@@ -22,7 +22,7 @@ import (
 // without delay. Each caller has its own position: nothing is shared with
 // other followers or instances.
 func (l *Ledger) Follow(ctx context.Context, from uint64, batch int, handle func([]Record) error) error {
-	cons, err := setUp(ctx, "follow", func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := SetUp(ctx, "follow", func(ctx context.Context) (jetstream.Consumer, error) {
 		return l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{l.subjects.All()},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -148,7 +148,7 @@ type SharedReaderConfig struct {
 // message that is not a ledger record.
 func (l *Ledger) OpenSharedReader(ctx context.Context, cfg SharedReaderConfig, unreadable func(error)) (*SharedReader, error) {
 	name := cfg.Name
-	cons, err := setUp(ctx, "shared reader "+name, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := SetUp(ctx, "shared reader "+name, func(ctx context.Context) (jetstream.Consumer, error) {
 		return l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:     name,
 			Description: cfg.Description,
@@ -280,7 +280,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 		return info.NumPending > 0 && (info.Config.MaxAckPending <= 0 || info.NumAckPending < info.Config.MaxAckPending), nil
 	})
 	go r.l.watch(ctx, w, cancel)
-	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: nak}, w, func(batch []jetstream.Msg) error {
+	err := consumeBatches(ctx, r.cons, max, 0, &settling{early: r.internal, release: HandBack}, w, func(batch []jetstream.Msg) error {
 		if err := caller.Err(); err != nil {
 			// The caller's context has ended but the one made from it may
 			// not have yet: a context's Done closes before the contexts
@@ -288,7 +288,7 @@ func (r *SharedReader) Consume(ctx context.Context, max int, handle func([]Deliv
 			// the caller's Done can come back here in between. Hand the
 			// batch back, not out, or it is held until the hold runs out.
 			for _, m := range batch {
-				nak(m)
+				HandBack(m)
 			}
 			return err
 		}
@@ -334,7 +334,7 @@ func (r *SharedReader) Settled(ctx context.Context) error {
 		return nil // nothing acknowledged: nothing handed back either, or only before a first ack
 	}
 	if _, err := r.l.nc.RequestWithContext(ctx, *subject, ackProgress); err != nil {
-		return natsErr("shared reader: settled", err)
+		return NATSErr("shared reader: settled", err)
 	}
 	return nil
 }
@@ -353,7 +353,7 @@ func (r *SharedReader) acked(m jetstream.Msg) {
 	r.ackedSubject.CompareAndSwap(nil, &subject)
 }
 
-// nak hands a message back to be handed out again at once. It is a nak
+// HandBack hands a message back to be handed out again at once. It is a nak
 // with a delay (of a millisecond), not a plain one: the server keeps a
 // plain nak only in memory (its redelivery queue), so when the server
 // stops too (a service stop stops its embedded server), the message stays
@@ -361,7 +361,7 @@ func (r *SharedReader) acked(m jetstream.Msg) {
 // back (a whole hold). A delayed nak moves the time the message
 // was handed out, which the server stores with the consumer's state, so
 // the restarted server hands it out within the delay.
-func nak(m jetstream.Msg) { _ = m.NakWithDelay(time.Millisecond) }
+func HandBack(m jetstream.Msg) { _ = m.NakWithDelay(time.Millisecond) }
 
 // internal settles an internal event as it arrives: a shared reader hands
 // out only the partners' public events. It acknowledges the message at
@@ -448,7 +448,7 @@ const handBackWait = 5 * time.Second
 func consumeBatches(ctx context.Context, cons jetstream.Consumer, max int, gather time.Duration, settle *settling, w *watchdog, handle func([]jetstream.Msg) error, opts ...jetstream.PullMessagesOpt) error {
 	it, err := cons.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max)}, opts...)...)
 	if err != nil {
-		return natsErr("consume", err)
+		return NATSErr("consume", err)
 	}
 	msgs := make(chan jetstream.Msg, max)
 	errc := make(chan error, 1)
@@ -525,7 +525,7 @@ func batchLoop(ctx context.Context, msgs <-chan jetstream.Msg, errc <-chan error
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return natsErr("consume", <-errc)
+			return NATSErr("consume", <-errc)
 		}
 		if ctx.Err() != nil && release != nil {
 			for _, m := range batch {
@@ -620,7 +620,7 @@ func (l *Ledger) recordOfMsg(msg jetstream.Msg) (Record, error) {
 func (r *SharedReader) Behind(ctx context.Context) (uint64, error) {
 	info, err := r.cons.Info(ctx)
 	if err != nil {
-		return 0, natsErr("shared reader info", err)
+		return 0, NATSErr("shared reader info", err)
 	}
 	return info.NumPending + uint64(info.NumAckPending), nil
 }

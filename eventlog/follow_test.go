@@ -12,6 +12,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/probe"
 )
 
 // A follower catching up gets the backlog in full batches (the projector
@@ -28,7 +29,7 @@ func TestFollowHandsABacklogInFullBatches(t *testing.T) {
 	for range 499 {
 		evs = append(evs, keyIssued(pt))
 	}
-	if _, err := l.Fill(ctx, evs); err != nil {
+	if _, err := probe.Fill(ctx, l, evs); err != nil {
 		t.Fatal(err)
 	}
 	done := errors.New("done")
@@ -140,7 +141,7 @@ func TestASharedReaderHandsBackWhatItTookAndDidNotHandOut(t *testing.T) {
 	// Three public events, each after an internal one.
 	var public []uint64
 	for i := range 3 {
-		seqs, err := l.Fill(ctx, []domain.Event{keyIssued(pt), credited(t, pt, "handback-"+strconv.Itoa(i), domain.Hundredths(100+i))})
+		seqs, err := probe.Fill(ctx, l, []domain.Event{keyIssued(pt), credited(t, pt, "handback-"+strconv.Itoa(i), domain.Hundredths(100+i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestASharedReaderHandsNothingOutOnceItsCallerEnded(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
-	seqs, err := l.Fill(ctx, []domain.Event{credited(t, pt, "ended-0", 100), credited(t, pt, "ended-1", 101)})
+	seqs, err := probe.Fill(ctx, l, []domain.Event{credited(t, pt, "ended-0", 100), credited(t, pt, "ended-1", 101)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestASharedReaderKeepsWhatItWorksOnUpToMaxHold(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	pt := createPartner(t, l, "Acme")
-	seqs, err := l.Fill(ctx, []domain.Event{credited(t, pt, "kept-alive", 100)})
+	seqs, err := probe.Fill(ctx, l, []domain.Event{credited(t, pt, "kept-alive", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestAHandedBackMessageComesBackAfterARestartOfTheServer(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("fetched %d messages, want 2", len(got))
 	}
-	nak(got[0])
+	HandBack(got[0])
 	// The server takes a consumer's acknowledgements in order: once it has
 	// answered the second one's, it has taken the nak in too.
 	if err := got[1].DoubleAck(ctx); err != nil {

@@ -41,7 +41,7 @@ const lastSeqTimeout = 10 * time.Second
 // read after the call began.
 func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, natsErr("ledger last sequence", err)
+		return 0, NATSErr("ledger last sequence", err)
 	}
 	q := &l.lastSeqs
 	q.mu.Lock()
@@ -58,7 +58,7 @@ func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
 	case <-c.done:
 		return c.seq, c.err
 	case <-ctx.Done():
-		return 0, natsErr("ledger last sequence", ctx.Err())
+		return 0, NATSErr("ledger last sequence", ctx.Err())
 	}
 }
 
@@ -89,7 +89,7 @@ func (l *Ledger) streamLastSeq() (uint64, error) {
 	defer cancel()
 	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+l.name, nil)
 	if err != nil {
-		return 0, natsErr("ledger last sequence", err)
+		return 0, NATSErr("ledger last sequence", err)
 	}
 	var resp struct {
 		Error *jetstream.APIError `json:"error"`

@@ -121,11 +121,11 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 	js, err := jetstream.New(l.nc)
 	if err != nil {
 		l.Close()
-		return nil, natsErr("open ledger", err)
+		return nil, NATSErr("open ledger", err)
 	}
 	l.js = js
 	l.commit = &groupCommit{js: js, nc: l.nc, metrics: cfg.Metrics, at: int64(cfg.GroupCommitAt)}
-	if l.stream, err = setUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
+	if l.stream, err = SetUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, l.streamConfig())
 	}); err != nil {
 		l.Close()
@@ -204,7 +204,7 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 	if err != nil {
 		srv.Shutdown()
 		_ = removeInstance(dir)
-		return natsErr("connect to embedded nats", err)
+		return NATSErr("connect to embedded nats", err)
 	}
 	l.srv, l.nc, l.token, l.lock, l.health = srv, nc, token, lock, health
 	ctx, stop := context.WithCancel(context.Background())
@@ -364,10 +364,10 @@ func (l *Ledger) Close() {
 	}
 }
 
-// bucket opens (creating or updating as needed) a key-value bucket of this
+// Bucket opens (creating or updating as needed) a key-value bucket of this
 // environment. Names are suffixed with the environment, so the two stacks
 // never share state.
-func (l *Ledger) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+func (l *Ledger) Bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.Bucket = cfg.Bucket + "_" + strings.ToUpper(string(l.cfg.Env))
 	if cfg.Storage == jetstream.FileStorage {
 		cfg.Replicas = l.cfg.Replicas
@@ -379,7 +379,7 @@ func (l *Ledger) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jets
 	if kv, ok := l.buckets[cfg.Bucket]; ok {
 		return kv, nil
 	}
-	kv, err := setUp(ctx, "open bucket "+cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := SetUp(ctx, "open bucket "+cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return l.js.CreateOrUpdateKeyValue(ctx, cfg)
 	})
 	if err != nil {

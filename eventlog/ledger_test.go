@@ -257,7 +257,7 @@ func TestANewAggregateDecidesWithoutLoadingAndAnExistingOneReloads(t *testing.T)
 func TestADirectGetNobodyAnswersIsAskedAgainThenUnavailable(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	js := l.JetStreamForTest()
+	js := l.JetStream()
 
 	if _, err := l.DirectLastForTest(ctx, "NO_SUCH_STREAM", "none.>"); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("a get nobody answers: %v, want unavailable", err)

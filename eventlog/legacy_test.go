@@ -27,7 +27,7 @@ func TestOldInternalSessionOutcomesReplay(t *testing.T) {
 		data := `{"event_id":"` + domain.NewID(domain.PrefixEvent) + `","event_type":"` + typ + `","occurred_at":"` + at + `","church_id":"` + church + `","payload":` + payload + `}`
 		// The subject the old code stored it under: internal.
 		subject := strings.TrimSuffix(subjects.Aggregate(pt, session), ">") + "int." + typ
-		if _, err := l.JetStreamForTest().Publish(ctx, subject, []byte(data)); err != nil {
+		if _, err := l.JetStream().Publish(ctx, subject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

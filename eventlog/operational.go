@@ -23,7 +23,7 @@ import (
 // records. legacy names the bucket the same records lived in before they
 // left the synced path; its entries are copied over once and the old bucket
 // removed, so an upgrade forgets no key.
-func (l *Ledger) operationalBucket(ctx context.Context, name, legacy, description string, ttl time.Duration) (jetstream.KeyValue, error) {
+func (l *Ledger) OperationalBucket(ctx context.Context, name, legacy, description string, ttl time.Duration) (jetstream.KeyValue, error) {
 	name += "_" + strings.ToUpper(string(l.cfg.Env))
 	l.bucketsMu.Lock()
 	defer l.bucketsMu.Unlock()
@@ -46,7 +46,7 @@ func (l *Ledger) operationalBucket(ctx context.Context, name, legacy, descriptio
 	if cfg.Replicas <= 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	kv, err := setUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := SetUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
 		if _, err := l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return nil, err
 		}
@@ -67,7 +67,7 @@ func (l *Ledger) operationalBucket(ctx context.Context, name, legacy, descriptio
 // adopt copies every entry of the legacy bucket into kv, then deletes the
 // legacy bucket. Entries kv already has win.
 func (l *Ledger) adopt(ctx context.Context, kv jetstream.KeyValue, legacy string) error {
-	old, err := setUp(ctx, "open bucket "+legacy, func(ctx context.Context) (jetstream.KeyValue, error) {
+	old, err := SetUp(ctx, "open bucket "+legacy, func(ctx context.Context) (jetstream.KeyValue, error) {
 		old, err := l.js.KeyValue(ctx, legacy)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil, nil
@@ -79,7 +79,7 @@ func (l *Ledger) adopt(ctx context.Context, kv jetstream.KeyValue, legacy string
 	}
 	keys, err := old.ListKeys(ctx)
 	if err != nil {
-		return natsErr("list bucket "+legacy, err)
+		return NATSErr("list bucket "+legacy, err)
 	}
 	for k := range keys.Keys() {
 		e, err := old.Get(ctx, k)
@@ -87,14 +87,14 @@ func (l *Ledger) adopt(ctx context.Context, kv jetstream.KeyValue, legacy string
 			continue
 		}
 		if err != nil {
-			return natsErr("read bucket "+legacy, err)
+			return NATSErr("read bucket "+legacy, err)
 		}
 		if _, err := kv.Create(ctx, k, e.Value()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return natsErr(fmt.Sprintf("copy %s", legacy), err)
+			return NATSErr(fmt.Sprintf("copy %s", legacy), err)
 		}
 	}
 	if err := l.js.DeleteKeyValue(ctx, legacy); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return natsErr("delete bucket "+legacy, err)
+		return NATSErr("delete bucket "+legacy, err)
 	}
 	return nil
 }

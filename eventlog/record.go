@@ -138,12 +138,12 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 		if isConflict(err) {
 			return Appended{}, fmt.Errorf("append %s: %w", subject, ErrConflict)
 		}
-		return Appended{}, natsErr(fmt.Sprintf("append %s", subject), err)
+		return Appended{}, NATSErr(fmt.Sprintf("append %s", subject), err)
 	}
 	if ack.Duplicate {
 		rec, err := l.Get(ctx, ack.Sequence)
 		if err != nil {
-			return Appended{}, natsErr(fmt.Sprintf("append %s: load duplicate", subject), err)
+			return Appended{}, NATSErr(fmt.Sprintf("append %s: load duplicate", subject), err)
 		}
 		return Appended{Record: rec, Duplicate: true}, nil
 	}
@@ -253,7 +253,7 @@ func (l *Ledger) readPage(ctx context.Context, req directGetRequest, n int) ([]R
 func (l *Ledger) Get(ctx context.Context, seq uint64) (Record, error) {
 	recs, _, err := l.direct(ctx, directGetRequest{Seq: seq})
 	if err != nil {
-		return Record{}, natsErr(fmt.Sprintf("get %d", seq), err)
+		return Record{}, NATSErr(fmt.Sprintf("get %d", seq), err)
 	}
 	return recs[0], nil
 }
@@ -286,7 +286,7 @@ func (l *Ledger) leaderLastOf(ctx context.Context, filter string) (uint64, error
 	}
 	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.name, body)
 	if err != nil {
-		return 0, natsErr("last of "+filter, err)
+		return 0, NATSErr("last of "+filter, err)
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
@@ -337,10 +337,10 @@ func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetReq
 			return msgs, pending, err
 		}
 		if attempt == directAttempts {
-			return nil, 0, natsErr("direct get: status 503", err)
+			return nil, 0, NATSErr("direct get: status 503", err)
 		}
-		if err := backoff(ctx, attempt); err != nil {
-			return nil, 0, natsErr("direct get", err)
+		if err := Backoff(ctx, attempt); err != nil {
+			return nil, 0, NATSErr("direct get", err)
 		}
 	}
 }
@@ -361,11 +361,11 @@ func (l *Ledger) directOnce(ctx context.Context, stream string, req directGetReq
 	msgs := make(chan *nats.Msg, max(req.Batch, 1)+1)
 	sub, err := l.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
-		return nil, 0, natsErr("direct get", err)
+		return nil, 0, NATSErr("direct get", err)
 	}
 	defer sub.Unsubscribe()
 	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
-		return nil, 0, natsErr("direct get", err)
+		return nil, 0, NATSErr("direct get", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -378,7 +378,7 @@ func (l *Ledger) directOnce(ctx context.Context, stream string, req directGetReq
 		select {
 		case msg = <-msgs:
 		case <-ctx.Done():
-			return nil, 0, natsErr("direct get", ctx.Err())
+			return nil, 0, NATSErr("direct get", ctx.Err())
 		}
 		switch msg.Header.Get("Status") {
 		case "":

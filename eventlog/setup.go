@@ -9,11 +9,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// setUpWindow bounds how long setUp keeps trying when its context has no
+// setUpWindow bounds how long SetUp keeps trying when its context has no
 // earlier deadline.
 const setUpWindow = 2 * time.Minute
 
-// setUp runs create, which creates or opens a stream, a bucket or a
+// SetUp runs create, which creates or opens a stream, a bucket or a
 // consumer, until it succeeds. Several instances starting together on a
 // fresh cluster race to create the same things while the cluster elects its
 // leaders and learns its peers: each may see timeouts, "temporarily
@@ -23,7 +23,7 @@ const setUpWindow = 2 * time.Minute
 // Only a refusal of the request itself (a bad configuration) ends it early;
 // otherwise it gives up when ctx ends or after setUpWindow, with the last
 // error.
-func setUp[T any](ctx context.Context, op string, create func(context.Context) (T, error)) (T, error) {
+func SetUp[T any](ctx context.Context, op string, create func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, setUpWindow)
 	defer cancel()
 	wait, limit := 50*time.Millisecond, 2*time.Second
@@ -39,13 +39,13 @@ func setUp[T any](ctx context.Context, op string, create func(context.Context) (
 			return v, nil
 		}
 		if refused(err) {
-			return v, natsErr(op, err)
+			return v, NATSErr(op, err)
 		}
 		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return v, natsErr(op, err)
+			return v, NATSErr(op, err)
 		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)

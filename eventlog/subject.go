@@ -28,7 +28,7 @@ func (s Subjects) Event(e domain.Event) (string, error) {
 	if spec.TestOnly {
 		return "", fmt.Errorf("subject: %s is never stored", e.Type)
 	}
-	if !safeToken(e.PartnerID) || !safeToken(e.AggregateID) {
+	if !SafeToken(e.PartnerID) || !SafeToken(e.AggregateID) {
 		return "", fmt.Errorf("subject: unsafe partner %q or aggregate %q", e.PartnerID, e.AggregateID)
 	}
 	vis := "int"
@@ -98,7 +98,7 @@ func (s Subjects) parse(subject string) (parsed, error) {
 	return parsed{Partner: partner, Aggregate: aggregate, Public: vis == "pub", Type: typ}, nil
 }
 
-// safeToken accepts what may stand as one subject token.
-func safeToken(s string) bool {
+// SafeToken accepts what may stand as one subject token.
+func SafeToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }

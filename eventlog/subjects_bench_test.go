@@ -621,7 +621,7 @@ func BenchmarkGuardCost(b *testing.B) {
 						gaveUp.Add(1)
 						return nil
 					}
-					if err := backoff(ctx, attempt); err != nil {
+					if err := Backoff(ctx, attempt); err != nil {
 						return err
 					}
 				}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/partnergiving/giving/eventlog/probe"
 )
 
 // A follow loop that starts far behind the ledger (a file discarded after
@@ -64,7 +66,7 @@ func TestFarBehindFollowCatchesUpInSpans(t *testing.T) {
 	}
 
 	// What comes next is applied as it comes, not held for a span.
-	more, err := l.Fill(ctx, depositEvents(t, 3, 2, false, numberedTrace))
+	more, err := probe.Fill(ctx, l, depositEvents(t, 3, 2, false, numberedTrace))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 // bucketMsgIDs maps a command's dedup id to the sequence of the event it
 // appended, for the commands run under an Idempotency-Key
-// (eventlog.IsRequestMsgID): a retry whose key record was lost looks its
+// (idempotency.IsRequestMsgID): a retry whose key record was lost looks its
 // earlier run's event up here (app's recall), past the ledger's dedup
 // window. No one looks up any other id, so none is kept: a vendor
 // event's (a bank credit's, a payroll confirmation's) is caught by the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -47,7 +48,7 @@ func TestSessionsOfDonorFindsEachOfTheDonorsSessions(t *testing.T) {
 	session(pt1, other, phone(2))
 	older := session(pt1, donor, nil)
 	session(pt2, elsewhere, phone(3))
-	if _, err := l.Fill(ctx, events); err != nil {
+	if _, err := probe.Fill(ctx, l, events); err != nil {
 		t.Fatal(err)
 	}
 	catchUp(t, p)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 )
 
 // The indexes every event may add to, which no applier reads: the msg-id
@@ -110,7 +111,7 @@ func (w *indexWrites) reset() {
 
 // indexRecord adds what rec contributes to the indexes.
 func (w *indexWrites) indexRecord(rec eventlog.Record, ev domain.Event) {
-	if eventlog.IsRequestMsgID(rec.MsgID) {
+	if idempotency.IsRequestMsgID(rec.MsgID) {
 		// Only the ids a retried request looks up (see bucketMsgIDs).
 		w.put(indexMsgIDs, 0, w.key(rec.MsgID), w.seqKey(rec.Seq))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -301,7 +302,7 @@ func TestRebuildAbandonedOnCancel(t *testing.T) {
 }
 
 // The projections keep the dedup ids a retried request looks its earlier
-// run's event up by (eventlog.IsRequestMsgID), live and rebuilt, and no
+// run's event up by (idempotency.IsRequestMsgID), live and rebuilt, and no
 // other: a vendor event's id is only ever checked by the ledger's dedup.
 func TestOnlyRequestDedupIDsAreKept(t *testing.T) {
 	ctx := context.Background()
@@ -321,7 +322,7 @@ func TestOnlyRequestDedupIDsAreKept(t *testing.T) {
 		return out.Record.Seq
 	}
 	const request, vendor = "idem:0123456789abcdef:0", "bank:evt_1:0"
-	if !eventlog.IsRequestMsgID(request) || eventlog.IsRequestMsgID(vendor) {
+	if !idempotency.IsRequestMsgID(request) || idempotency.IsRequestMsgID(vendor) {
 		t.Fatalf("IsRequestMsgID: %q and %q misjudged", request, vendor)
 	}
 	requestSeq := create(request)

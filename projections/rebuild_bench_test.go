@@ -13,6 +13,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/internal/cpuprofile"
 )
 
@@ -94,7 +95,7 @@ func filledLedger(b testing.TB, events []domain.Event) *eventlog.Ledger {
 		b.Fatal(err)
 	}
 	b.Cleanup(l.Close)
-	if _, err := l.Fill(ctx, events); err != nil {
+	if _, err := probe.Fill(ctx, l, events); err != nil {
 		b.Fatal(err)
 	}
 	return l
@@ -151,7 +152,7 @@ func benchRebuild(b *testing.B, deposits int, trace func(int) string) {
 		cpu += cpuTime(b, syscall.RUSAGE_SELF) - startCPU
 		b.StopTimer()
 		startCPU = cpuTime(b, syscall.RUSAGE_SELF)
-		r, err := l.ReadRaw(ctx, l.Subjects().All())
+		r, err := probe.ReadRaw(ctx, l, l.Subjects().All())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/probe"
 )
 
 // buildInSpans builds the file at path from l as catchUpFile does, in
@@ -132,7 +133,7 @@ func TestTheFollowLoopMergesTheRunsUnderTheTablesNewerRecords(t *testing.T) {
 	if err := built.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Fill(ctx, later); err != nil {
+	if _, err := probe.Fill(ctx, l, later); err != nil {
 		t.Fatal(err)
 	}
 	total := lastSeq(t, l)
@@ -200,7 +201,7 @@ func TestAMergeThatFailsLeavesTheRunsAndTheLoopApplying(t *testing.T) {
 	if err := built.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Fill(ctx, depositEvents(t, 3, 1, false, scatteredTrace)); err != nil {
+	if _, err := probe.Fill(ctx, l, depositEvents(t, 3, 1, false, scatteredTrace)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(path)

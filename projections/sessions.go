@@ -200,7 +200,7 @@ type DonorSession struct {
 }
 
 // SessionsOfDonor returns every session opened for the donor. A donor id is
-// made from one partner and a phone (eventlog.Vault.DonorID), so all of a
+// made from one partner and a phone (vault.Vault.DonorID), so all of a
 // donor's sessions are with the partner the donors index names: the look-up
 // costs the donor's sessions, not the sessions stored.
 func (s *Store) SessionsOfDonor(donor string) ([]DonorSession, error) {

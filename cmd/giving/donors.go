@@ -9,7 +9,7 @@ import (
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // runDonorsForget erases a donor's phone from the vault for good. The ledger
@@ -45,7 +45,7 @@ func runDonorsForget(ctx context.Context, args []string, stdout, stderr io.Write
 	if *partner != "" && !domain.ValidID(domain.PrefixPartner, *partner) {
 		return usageError{fmt.Sprintf("--partner %q is not a partner id (pt_...)", *partner)}
 	}
-	secrets, err := eventlog.ReadSecrets(lf.masterKey, lf.data)
+	secrets, err := secrets.Read(lf.masterKey, lf.data)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/dispatcher"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/internal/stack"
 )
 
@@ -58,7 +58,7 @@ func (f *timeoutFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.http.Read, "http-read-timeout", d.Read, "time limit for a client to send a whole request, body included")
 	fs.DurationVar(&f.http.Write, "http-write-timeout", d.Write, "time limit from a request's headers to the end of its answer; must exceed the feed's longest wait (30s) and --request-lease plus 10s")
 	fs.DurationVar(&f.http.Idle, "http-idle-timeout", d.Idle, "how long a kept-alive connection may wait for its next request")
-	fs.DurationVar(&f.lease, "request-lease", eventlog.DefaultLease, "longest a POST or PATCH may run holding its Idempotency-Key; one running longer is cancelled, its key released, and answered 503 outcome-unknown")
+	fs.DurationVar(&f.lease, "request-lease", idempotency.DefaultLease, "longest a POST or PATCH may run holding its Idempotency-Key; one running longer is cancelled, its key released, and answered 503 outcome-unknown")
 }
 
 func (f *timeoutFlags) check() error {

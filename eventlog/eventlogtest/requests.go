@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 )
 
 // LoseKeyRecord deletes the record of an Idempotency-Key (scoped to the
@@ -19,7 +19,7 @@ func LoseKeyRecord(tb testing.TB, natsURL string, env domain.Environment, partne
 	defer closeJS()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bucket, name := eventlog.KeyRecord(env, partner, key)
+	bucket, name := idempotency.KeyRecord(env, partner, key)
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
 		tb.Fatalf("open %s: %v", bucket, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/internal/stack"
 )
@@ -251,7 +252,7 @@ func (r *Report) progress(format string, args ...any) {
 func (r *Report) limit(ctx context.Context, dir string) (Measure, float64, error) {
 	r.progress("raw limit: %d synced publishers, %d B, %s", r.opts.Clients, r.opts.Size, r.opts.Duration)
 	cpu := processCPU()
-	raw, err := eventlog.MeasureRawLimit(ctx, dir, r.opts.Clients, r.opts.Size, r.opts.Duration)
+	raw, err := probe.MeasureRawLimit(ctx, dir, r.opts.Clients, r.opts.Size, r.opts.Duration)
 	if err != nil {
 		return Measure{}, 0, fmt.Errorf("raw limit: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/internal/cpuprofile"
 	"github.com/partnergiving/giving/internal/openloop"
 )
@@ -72,7 +72,7 @@ type Dispatch struct {
 	PacedSkipped  int     `json:"paced_skipped"`
 	PacedP99Ratio float64 `json:"paced_p99_ratio"`
 	// RawPaced is the raw counterpart of Paced, measured right after it at
-	// the same pace (eventlog.MeasureRawPaced): synced appends to a fresh
+	// the same pace (probe.MeasureRawPaced): synced appends to a fresh
 	// embedded server, each timed from its acknowledgement to its arrival
 	// at a bare durable consumer that acknowledges it. Its Errors are the
 	// appends not acknowledged or not read within 30 s; RawPacedSkipped
@@ -243,7 +243,7 @@ func (rs *readState) dispatchAndReplay(ctx context.Context, size *ReadSize) erro
 		return err
 	}
 	rs.r.progress("    append → delivered p50 %.1f ms, p99 %.1f ms (%d events, %d errors, %d skipped: 256 appends under way)", d.Paced.P50, d.Paced.P99, d.Paced.Requests, d.Paced.Errors, d.PacedSkipped)
-	raw, err := eventlog.MeasureRawPaced(ctx, rs.dir, d.PacedTarget, pacedSlots, o.Size, o.Duration)
+	raw, err := probe.MeasureRawPaced(ctx, rs.dir, d.PacedTarget, pacedSlots, o.Size, o.Duration)
 	if err != nil {
 		return fmt.Errorf("raw paced: %w", err)
 	}
@@ -354,7 +354,7 @@ func (rs *readState) fedLoop(ctx context.Context, svc *service, b burst, suffix 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	n := int(b.last - b.first + 1)
-	fed, err := svc.st.Ledger.FeedRaw(ctx, b.first, n, dispatcher.FanOutBatch, hookConcurrency, func(data []byte) bool {
+	fed, err := probe.FeedRaw(ctx, svc.st.Ledger, b.first, n, dispatcher.FanOutBatch, hookConcurrency, func(data []byte) bool {
 		id, err := domain.EnvelopeEventID(data) // as the fan-out reads it
 		return err == nil && post(ctx, id, data)
 	})
@@ -601,7 +601,7 @@ func (rs *readState) flowPeak(ctx context.Context, svc *service, d time.Duration
 				if i >= int64(len(events)) {
 					return
 				}
-				if _, err := svc.st.Ledger.Fill(ctx, events[i:i+1]); err != nil {
+				if _, err := probe.Fill(ctx, svc.st.Ledger, events[i:i+1]); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
@@ -661,7 +661,7 @@ func (rs *readState) paced(ctx context.Context, svc *service, rate float64, d ti
 	}
 	skipped, elapsed := openloop.Run(ctx, len(events), rate, pacedSlots, func(i int) {
 		ev := events[i]
-		_, err := svc.st.Ledger.Fill(ctx, []domain.Event{ev})
+		_, err := probe.Fill(ctx, svc.st.Ledger, []domain.Event{ev})
 		at := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -708,7 +708,7 @@ func (rs *readState) replay(ctx context.Context, svc *service, size *ReadSize) e
 	if err != nil {
 		return err
 	}
-	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().All())
+	raw, err := probe.ReadRaw(ctx, svc.st.Ledger, svc.st.Ledger.Subjects().All())
 	if profileErr := stopProfile(); err == nil {
 		err = profileErr
 	}

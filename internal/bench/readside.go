@@ -21,6 +21,7 @@ import (
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/sandbox"
@@ -199,7 +200,7 @@ func (rs *readState) setUp(ctx context.Context) error {
 		rs.others = append(rs.others, id)
 		rs.otherChurches = append(rs.otherChurches, domain.NewID(domain.PrefixChurch))
 	}
-	_, err = svc.st.Ledger.Fill(ctx, created)
+	_, err = probe.Fill(ctx, svc.st.Ledger, created)
 	return err
 }
 
@@ -254,7 +255,7 @@ func (rs *readState) fill(ctx context.Context, n int) (time.Duration, uint64, ui
 			batch = append(batch, dep)
 			rs.events++
 		}
-		seqs, err := l.Fill(ctx, batch)
+		seqs, err := probe.Fill(ctx, l, batch)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -298,7 +299,7 @@ func (rs *readState) fillHooks(ctx context.Context, n int) (burst, error) {
 		b.ids[dep.ID] = true
 		batch = append(batch, dep)
 	}
-	seqs, err := l.Fill(ctx, batch)
+	seqs, err := probe.Fill(ctx, l, batch)
 	if err != nil {
 		return burst{}, err
 	}
@@ -486,7 +487,7 @@ func (rs *readState) feed(ctx context.Context, svc *service, size *ReadSize) err
 		return fmt.Errorf("walk: read %d events of the big partner's %d", size.WalkEvents, len(rs.bigSeqs))
 	}
 	size.WalkRate = float64(size.WalkEvents) / walk.Seconds()
-	raw, err := svc.st.Ledger.ReadRaw(ctx, svc.st.Ledger.Subjects().Public(rs.big, ""))
+	raw, err := probe.ReadRaw(ctx, svc.st.Ledger, svc.st.Ledger.Subjects().Public(rs.big, ""))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 )
 
 // The write path's floor: the bench's clients, over the same loopback HTTP
@@ -41,7 +42,7 @@ type floorPartner struct {
 // writeFloor measures the floor with all clients on one key, then on one key
 // each, as writePath measures the service.
 func (r *Report) writeFloor(ctx context.Context, dir string) error {
-	l, closeLedger, err := eventlog.OpenScratch(ctx, dir)
+	l, closeLedger, err := probe.OpenScratch(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}

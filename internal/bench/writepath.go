@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/ksuid"
 
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/probe"
 )
 
 // tenant is one partner's API key and a church of it.
@@ -83,14 +84,14 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 // synced writes of l (the ledger the requests append to) and the process's
 // CPU time a request.
 func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Ledger, client *http.Client, base string, tenants []tenant, req request, seq *atomic.Int64) (Workload, error) {
-	before, err := l.SyncedWrites(ctx)
+	before, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
 		return Workload{}, err
 	}
 	cpu := processCPU()
 	m := drive(ctx, client, base, tenants, r.opts.Clients, r.opts.Duration, r.opts.WriteRate, req, seq)
 	used := processCPU() - cpu
-	after, err := l.SyncedWrites(ctx)
+	after, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
 		return Workload{}, err
 	}

@@ -3,7 +3,7 @@
 // doing, so a loop that falls behind catches up at once instead of dropping
 // ticks, and the pace is the one asked unless the calls cannot take it.
 // The bench's paced appends to the service and their raw counterpart
-// (eventlog.MeasureRawPaced) both run on it, so the two are paced alike.
+// (probe.MeasureRawPaced) both run on it, so the two are paced alike.
 package openloop
 
 import (

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/httpapi"
 )
 
@@ -38,9 +38,9 @@ func (t Timeouts) Check(lease time.Duration) error {
 	if t.ReadHeader <= 0 || t.Read <= 0 || t.Write <= 0 || t.Idle <= 0 {
 		return fmt.Errorf("every HTTP timeout must be positive")
 	}
-	if need := max(httpapi.LongestWait, lease+eventlog.DefaultSettle); t.Write <= need {
+	if need := max(httpapi.LongestWait, lease+idempotency.DefaultSettle); t.Write <= need {
 		return fmt.Errorf("the HTTP write timeout (%s) must exceed %s: the feed's longest wait (%s) and a request's lease on its Idempotency-Key plus the time to store its answer (%s + %s)",
-			t.Write, need, httpapi.LongestWait, lease, eventlog.DefaultSettle)
+			t.Write, need, httpapi.LongestWait, lease, idempotency.DefaultSettle)
 	}
 	return nil
 }

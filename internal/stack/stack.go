@@ -17,8 +17,15 @@ import (
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
+	"github.com/partnergiving/giving/eventlog/idempotency"
+	"github.com/partnergiving/giving/eventlog/keyuse"
+	"github.com/partnergiving/giving/eventlog/presence"
+	"github.com/partnergiving/giving/eventlog/seen"
+	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/secrets"
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/telemetry"
@@ -49,13 +56,13 @@ type Config struct {
 	// vault sweep erases it; 0 means app.VaultGrace.
 	VaultGrace time.Duration
 	// PhoneKeys says how long a phone key seals; zero values are
-	// eventlog's defaults.
-	PhoneKeys eventlog.PhoneKeyTimes
+	// the vault's defaults.
+	PhoneKeys vault.PhoneKeyTimes
 	// Webhooks tunes the dispatcher; its environment and log come from the
 	// stack.
 	Webhooks dispatcher.Config
 	// RequestLease caps how long a request may run holding its
-	// Idempotency-Key; 0 means eventlog.DefaultLease.
+	// Idempotency-Key; 0 means idempotency.DefaultLease.
 	RequestLease time.Duration
 }
 
@@ -63,7 +70,7 @@ type Config struct {
 type Stack struct {
 	Config     Config
 	Ledger     *eventlog.Ledger
-	Secrets    *eventlog.Secrets
+	Secrets    *secrets.Secrets
 	Store      *projections.Store
 	Projector  *projections.Projector
 	App        *app.Service
@@ -75,7 +82,7 @@ type Stack struct {
 	Metrics *telemetry.Metrics
 
 	control  *control
-	presence *eventlog.Presence
+	presence *presence.Presence
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -95,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			s.Close()
 		}
 	}()
-	if s.Secrets, err = eventlog.LoadSecrets(cfg.MasterKey, cfg.Ledger.DataDir); err != nil {
+	if s.Secrets, err = secrets.Load(cfg.MasterKey, cfg.Ledger.DataDir); err != nil {
 		return nil, err
 	}
 	if s.Ledger, err = eventlog.Open(ctx, cfg.Ledger); err != nil {
@@ -142,30 +149,30 @@ func InstanceName(cfg Config) string {
 // cases, the dispatcher and the API on it.
 func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.VendorSecrets) error {
 	cfg := s.Config
-	idem, err := s.Ledger.OpenIdempotency(ctx, s.Secrets, eventlog.IdempotencyConfig{Instance: instance, Lease: cfg.RequestLease})
+	idem, err := idempotency.Open(ctx, s.Ledger, s.Secrets, idempotency.Config{Instance: instance, Lease: cfg.RequestLease})
 	if err != nil {
 		return err
 	}
-	if s.presence, err = s.Ledger.OpenPresence(ctx, instance, 5*time.Second); err != nil {
+	if s.presence, err = presence.Open(ctx, s.Ledger, instance, 5*time.Second); err != nil {
 		return err
 	}
-	vault, err := s.Ledger.OpenVault(ctx, s.Secrets, cfg.PhoneKeys)
+	vault, err := vault.Open(ctx, s.Ledger, s.Secrets, cfg.PhoneKeys)
 	if err != nil {
 		return err
 	}
-	vendorEvents, err := s.Ledger.OpenSeenSet(ctx, "vendor_events", 30*24*time.Hour)
+	vendorEvents, err := seen.Open(ctx, s.Ledger, "vendor_events", 30*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	attempts, err := s.Ledger.OpenAttemptLog(ctx)
+	attempts, err := delivery.OpenAttemptLog(ctx, s.Ledger)
 	if err != nil {
 		return err
 	}
-	recoveries, err := s.Ledger.OpenRecoveries(ctx)
+	recoveries, err := delivery.OpenRecoveries(ctx, s.Ledger)
 	if err != nil {
 		return err
 	}
-	keyUse, err := s.Ledger.OpenKeyUse(ctx)
+	keyUse, err := keyuse.Open(ctx, s.Ledger)
 	if err != nil {
 		return err
 	}
@@ -294,7 +301,7 @@ func (s *Stack) Close() error {
 // vendorSecrets returns the inbound webhook secrets: configured ones, or on
 // the sandbox stack its own, derived from the master key. Production refuses
 // to start without all three.
-func vendorSecrets(cfg Config, secrets *eventlog.Secrets) (httpapi.VendorSecrets, error) {
+func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets, error) {
 	v := cfg.Vendors
 	pick := func(have []byte, kind string) []byte {
 		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {

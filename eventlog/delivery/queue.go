@@ -1,4 +1,4 @@
-package eventlog
+package delivery
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/telemetry"
 )
 
-// DeliveryQueue holds webhook delivery jobs in a JetStream work queue shared
+// Queue holds webhook delivery jobs in a JetStream work queue shared
 // by every instance: one subject per endpoint, consumed by one durable
 // consumer per endpoint whose pending limit is the endpoint's concurrency,
 // so a slow endpoint holds only its own slots. Retries wait as scheduled
@@ -21,26 +23,26 @@ import (
 // are due, so they survive restarts and hold no memory meanwhile. Jobs are
 // re-derivable work-queue state: on a single node they are persisted
 // asynchronously, off the synced path.
-type DeliveryQueue struct {
-	l      *Ledger
+type Queue struct {
+	l      *eventlog.Ledger
 	stream jetstream.Stream
 	name   string
 	prefix string // deliveries.<env>.
 }
 
-// OpenDeliveryQueue opens (creating as needed) the environment's delivery
+// OpenQueue opens (creating as needed) the environment's delivery
 // queue. maxAge is a backstop for jobs nobody will consume (an endpoint
 // deleted while they were enqueued).
-func (l *Ledger) OpenDeliveryQueue(ctx context.Context, maxAge time.Duration) (*DeliveryQueue, error) {
-	env := string(l.cfg.Env)
-	q := &DeliveryQueue{l: l, name: "DELIVERIES_" + strings.ToUpper(env), prefix: "deliveries." + env + "."}
+func OpenQueue(ctx context.Context, l *eventlog.Ledger, maxAge time.Duration) (*Queue, error) {
+	env := string(l.Env())
+	q := &Queue{l: l, name: "DELIVERIES_" + strings.ToUpper(env), prefix: "deliveries." + env + "."}
 	cfg := jetstream.StreamConfig{
 		Name:              q.name,
 		Description:       "Webhook delivery jobs and their scheduled retries.",
 		Subjects:          []string{q.prefix + "job.>", q.prefix + "retry.>"},
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           jetstream.FileStorage,
-		Replicas:          l.cfg.Replicas,
+		Replicas:          l.Replicas(),
 		Discard:           jetstream.DiscardOld,
 		MaxAge:            maxAge,
 		Duplicates:        2 * time.Minute,
@@ -50,19 +52,19 @@ func (l *Ledger) OpenDeliveryQueue(ctx context.Context, maxAge time.Duration) (*
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
 	var err error
-	if q.stream, err = setUp(ctx, "delivery queue", func(ctx context.Context) (jetstream.Stream, error) {
-		return l.js.CreateOrUpdateStream(ctx, cfg)
+	if q.stream, err = eventlog.SetUp(ctx, "delivery queue", func(ctx context.Context) (jetstream.Stream, error) {
+		return l.JetStream().CreateOrUpdateStream(ctx, cfg)
 	}); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *DeliveryQueue) jobSubject(partner, endpoint string) string {
+func (q *Queue) jobSubject(partner, endpoint string) string {
 	return q.prefix + "job." + partner + "." + endpoint
 }
 
-func (q *DeliveryQueue) retrySubject(partner, endpoint, key string) string {
+func (q *Queue) retrySubject(partner, endpoint, key string) string {
 	return q.prefix + "retry." + partner + "." + endpoint + "." + key
 }
 
@@ -71,15 +73,15 @@ type Enqueued struct{ f jetstream.PubAckFuture }
 
 // Enqueue sends a job for an endpoint without waiting for the queue to
 // store it. dedupID makes a second enqueue of the same job store nothing.
-func (q *DeliveryQueue) Enqueue(partner, endpoint, dedupID string, data []byte) (Enqueued, error) {
-	if !safeToken(partner) || !safeToken(endpoint) {
+func (q *Queue) Enqueue(partner, endpoint, dedupID string, data []byte) (Enqueued, error) {
+	if !eventlog.SafeToken(partner) || !eventlog.SafeToken(endpoint) {
 		return Enqueued{}, fmt.Errorf("enqueue: unsafe partner %q or endpoint %q", partner, endpoint)
 	}
 	msg := nats.NewMsg(q.jobSubject(partner, endpoint))
 	msg.Data = data
-	f, err := q.l.js.PublishMsgAsync(msg, jetstream.WithMsgID(dedupID), jetstream.WithExpectStream(q.name))
+	f, err := q.l.JetStream().PublishMsgAsync(msg, jetstream.WithMsgID(dedupID), jetstream.WithExpectStream(q.name))
 	if err != nil {
-		return Enqueued{}, natsErr("enqueue", err)
+		return Enqueued{}, eventlog.NATSErr("enqueue", err)
 	}
 	return Enqueued{f: f}, nil
 }
@@ -92,7 +94,7 @@ func Stored(ctx context.Context, jobs []Enqueued, timeout time.Duration) error {
 		select {
 		case <-j.f.Ok():
 		case err := <-j.f.Err():
-			return natsErr("enqueue", err)
+			return eventlog.NATSErr("enqueue", err)
 		case <-t.C:
 			return fmt.Errorf("enqueue: %w: not stored within %s", domain.ErrUnavailable, timeout)
 		case <-ctx.Done():
@@ -103,9 +105,9 @@ func Stored(ctx context.Context, jobs []Enqueued, timeout time.Duration) error {
 }
 
 // Put stores a job for an endpoint, ready at once.
-func (q *DeliveryQueue) Put(ctx context.Context, partner, endpoint string, data []byte) error {
-	if _, err := q.l.js.Publish(ctx, q.jobSubject(partner, endpoint), data, jetstream.WithExpectStream(q.name)); err != nil {
-		return natsErr("queue put", err)
+func (q *Queue) Put(ctx context.Context, partner, endpoint string, data []byte) error {
+	if _, err := q.l.JetStream().Publish(ctx, q.jobSubject(partner, endpoint), data, jetstream.WithExpectStream(q.name)); err != nil {
+		return eventlog.NATSErr("queue put", err)
 	}
 	return nil
 }
@@ -113,16 +115,16 @@ func (q *DeliveryQueue) Put(ctx context.Context, partner, endpoint string, data 
 // Schedule stores a job that the server moves onto the endpoint's queue at
 // at. key names what is scheduled (one event's next attempt): a second
 // schedule under the same key replaces the first.
-func (q *DeliveryQueue) Schedule(ctx context.Context, partner, endpoint, key string, at time.Time, data []byte) error {
-	if !safeToken(key) {
+func (q *Queue) Schedule(ctx context.Context, partner, endpoint, key string, at time.Time, data []byte) error {
+	if !eventlog.SafeToken(key) {
 		return fmt.Errorf("schedule: unsafe key %q", key)
 	}
 	msg := nats.NewMsg(q.retrySubject(partner, endpoint, key))
 	msg.Data = data
 	msg.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339Nano))
 	msg.Header.Set("Nats-Schedule-Target", q.jobSubject(partner, endpoint))
-	if _, err := q.l.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(q.name)); err != nil {
-		return natsErr("schedule", err)
+	if _, err := q.l.JetStream().PublishMsg(ctx, msg, jetstream.WithExpectStream(q.name)); err != nil {
+		return eventlog.NATSErr("schedule", err)
 	}
 	return nil
 }
@@ -154,7 +156,7 @@ func (j Job) Ack() { _ = j.msg.Ack() }
 // until the hold runs out. Settlements made while stopping use this.
 func (j Job) AckConfirmed(ctx context.Context) error {
 	if err := j.msg.DoubleAck(ctx); err != nil {
-		return natsErr("delivery queue: ack", err)
+		return eventlog.NATSErr("delivery queue: ack", err)
 	}
 	return nil
 }
@@ -170,16 +172,16 @@ func (j Job) AckConfirmed(ctx context.Context) error {
 func (j Job) Release(ctx context.Context, delay time.Duration) error {
 	nak := fmt.Appendf(nil, "-NAK {\"delay\": %d}", delay.Nanoseconds())
 	if _, err := j.nc.RequestWithContext(ctx, j.msg.Reply(), nak); err != nil {
-		return natsErr("delivery queue: release", err)
+		return eventlog.NATSErr("delivery queue: release", err)
 	}
 	return nil
 }
 
-// Retry has the job handed out again after delay (at once for 0, as nak
+// Retry has the job handed out again after delay (at once for 0, as eventlog.HandBack
 // does: also after a restart of the server).
 func (j Job) Retry(delay time.Duration) {
 	if delay <= 0 {
-		nak(j.msg)
+		eventlog.HandBack(j.msg)
 		return
 	}
 	_ = j.msg.NakWithDelay(delay)
@@ -209,8 +211,8 @@ func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
 // not settled within hold goes to another. handle runs on the consumer's
 // goroutine and should hand the job off quickly. failed hears consumer
 // errors.
-func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, concurrency int, hold time.Duration, handle func(Job), failed func(error)) (*Consumption, error) {
-	cons, err := setUp(ctx, "endpoint consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+func (q *Queue) Consume(ctx context.Context, partner, endpoint string, concurrency int, hold time.Duration, handle func(Job), failed func(error)) (*Consumption, error) {
+	cons, err := eventlog.SetUp(ctx, "endpoint consumer", func(ctx context.Context) (jetstream.Consumer, error) {
 		return q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:       consumerName(endpoint),
 			Description:   "Deliveries to one webhook endpoint.",
@@ -226,11 +228,11 @@ func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, c
 	if err != nil {
 		return nil, err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m, nc: q.l.nc}) },
+	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m, nc: q.l.Conn()}) },
 		jetstream.PullMaxMessages(concurrency),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { failed(err) }))
 	if err != nil {
-		return nil, natsErr("endpoint consumer", err)
+		return nil, eventlog.NATSErr("endpoint consumer", err)
 	}
 	return &Consumption{cc: cc}, nil
 }
@@ -243,7 +245,7 @@ func consumerName(endpoint string) string { return "deliver_" + endpoint }
 type QueuedEndpoint struct{ Partner, Endpoint string }
 
 // Endpoints lists the endpoints that have a consumer on the queue.
-func (q *DeliveryQueue) Endpoints(ctx context.Context) ([]QueuedEndpoint, error) {
+func (q *Queue) Endpoints(ctx context.Context) ([]QueuedEndpoint, error) {
 	lister := q.stream.ListConsumers(ctx)
 	var out []QueuedEndpoint
 	for info := range lister.Info() {
@@ -253,21 +255,21 @@ func (q *DeliveryQueue) Endpoints(ctx context.Context) ([]QueuedEndpoint, error)
 		}
 	}
 	if err := lister.Err(); err != nil {
-		return nil, natsErr("list endpoint consumers", err)
+		return nil, eventlog.NATSErr("list endpoint consumers", err)
 	}
 	return out, nil
 }
 
 // Drop removes an endpoint's consumer, queued jobs and scheduled retries.
 // Dropping what is already gone succeeds.
-func (q *DeliveryQueue) Drop(ctx context.Context, partner, endpoint string) error {
+func (q *Queue) Drop(ctx context.Context, partner, endpoint string) error {
 	var errs []error
 	if err := q.stream.DeleteConsumer(ctx, consumerName(endpoint)); err != nil && !isGone(err) {
-		errs = append(errs, natsErr("delete consumer", err))
+		errs = append(errs, eventlog.NATSErr("delete consumer", err))
 	}
 	for _, subject := range []string{q.jobSubject(partner, endpoint), q.retrySubject(partner, endpoint, ">")} {
 		if err := q.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-			errs = append(errs, natsErr("purge "+subject, err))
+			errs = append(errs, eventlog.NATSErr("purge "+subject, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -284,19 +286,19 @@ type Holding struct {
 // Holds reports what the queue holds for an endpoint: its consumer, and how
 // many of its jobs and scheduled retries are stored. After Drop it holds
 // nothing.
-func (q *DeliveryQueue) Holds(ctx context.Context, partner, endpoint string) (Holding, error) {
+func (q *Queue) Holds(ctx context.Context, partner, endpoint string) (Holding, error) {
 	var h Holding
 	_, err := q.stream.Consumer(ctx, consumerName(endpoint))
 	switch {
 	case err == nil:
 		h.Consumer = true
 	case !isGone(err):
-		return h, natsErr("endpoint consumer", err)
+		return h, eventlog.NATSErr("endpoint consumer", err)
 	}
 	for _, subject := range []string{q.jobSubject(partner, endpoint), q.retrySubject(partner, endpoint, ">")} {
 		info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 		if err != nil {
-			return h, natsErr("delivery queue "+subject, err)
+			return h, eventlog.NATSErr("delivery queue "+subject, err)
 		}
 		for _, n := range info.State.Subjects {
 			h.Messages += n
@@ -315,10 +317,10 @@ func isGone(err error) bool {
 // together: the stored jobs and scheduled retries, and when the oldest job
 // ready for an attempt was queued. It reads the stream's state and one
 // message, whatever the backlog's size.
-func (q *DeliveryQueue) Backlog(ctx context.Context) (telemetry.Backlog, error) {
+func (q *Queue) Backlog(ctx context.Context) (telemetry.Backlog, error) {
 	info, err := q.stream.Info(ctx)
 	if err != nil {
-		return telemetry.Backlog{}, natsErr("delivery queue backlog", err)
+		return telemetry.Backlog{}, eventlog.NATSErr("delivery queue backlog", err)
 	}
 	b := telemetry.Backlog{Waiting: info.State.Msgs}
 	if b.Waiting == 0 {
@@ -329,7 +331,7 @@ func (q *DeliveryQueue) Backlog(ctx context.Context) (telemetry.Backlog, error) 
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return b, nil
 	case err != nil:
-		return b, natsErr("delivery queue backlog", err)
+		return b, eventlog.NATSErr("delivery queue backlog", err)
 	}
 	b.OldestReady = oldest.Time
 	return b, nil

@@ -1,4 +1,4 @@
-package eventlog_test
+package delivery_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
@@ -15,12 +15,12 @@ import (
 func TestDeliveryQueueHolds(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	q, err := l.OpenDeliveryQueue(ctx, time.Hour)
+	q, err := delivery.OpenQueue(ctx, l, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	partner, ep, other := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint), domain.NewID(domain.PrefixEndpoint)
-	holds := func(endpoint string) eventlog.Holding {
+	holds := func(endpoint string) delivery.Holding {
 		t.Helper()
 		h, err := q.Holds(ctx, partner, endpoint)
 		if err != nil {
@@ -44,8 +44,8 @@ func TestDeliveryQueueHolds(t *testing.T) {
 		t.Fatalf("a job and a retry, no consumer: %+v", h)
 	}
 	// A consumer that holds on to the job it is handed.
-	handed := make(chan eventlog.Job, 1)
-	c, err := q.Consume(ctx, partner, ep, 1, time.Minute, func(j eventlog.Job) { handed <- j }, func(error) {})
+	handed := make(chan delivery.Job, 1)
+	c, err := q.Consume(ctx, partner, ep, 1, time.Minute, func(j delivery.Job) { handed <- j }, func(error) {})
 	if err != nil {
 		t.Fatal(err)
 	}

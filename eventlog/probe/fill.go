@@ -1,4 +1,4 @@
-package eventlog
+package probe
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/ksuid"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // What giving bench needs of the ledger beyond the service's own use: a
@@ -31,7 +32,7 @@ const fillPublishers = 64
 // safely, so a lost answer fails the fill. It returns each event's
 // sequence, in the order of events (the ledger's order may differ). On a
 // ledger opened with Unsynced, nothing is synced per write.
-func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, error) {
+func Fill(ctx context.Context, l *eventlog.Ledger, events []domain.Event) ([]uint64, error) {
 	seqs := make([]uint64, len(events))
 	var next atomic.Int64
 	errs := make(chan error, fillPublishers)
@@ -45,7 +46,7 @@ func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, err
 				if i >= len(events) || ctx.Err() != nil {
 					return
 				}
-				seq, err := l.fillOne(ctx, events[i])
+				seq, err := fillOne(ctx, l, events[i])
 				if err != nil {
 					errs <- err
 					return
@@ -63,16 +64,16 @@ func (l *Ledger) Fill(ctx context.Context, events []domain.Event) ([]uint64, err
 }
 
 // fillOne publishes one event.
-func (l *Ledger) fillOne(ctx context.Context, ev domain.Event) (uint64, error) {
-	msg, err := l.eventMessage(ev)
+func fillOne(ctx context.Context, l *eventlog.Ledger, ev domain.Event) (uint64, error) {
+	msg, err := l.Message(ev)
 	if err != nil {
 		return 0, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ack, err := l.js.PublishMsg(pctx, msg, jetstream.WithExpectStream(l.name))
+	ack, err := l.JetStream().PublishMsg(pctx, msg, jetstream.WithExpectStream(l.Name()))
 	if err != nil {
-		return 0, natsErr("fill", err)
+		return 0, eventlog.NATSErr("fill", err)
 	}
 	return ack.Sequence, nil
 }
@@ -90,27 +91,27 @@ func (r RawRead) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds
 // ...), oldest first, with an ordered consumer, decoding nothing: the
 // fastest way the server hands the ledger out, which the service's reads
 // are compared with.
-func (l *Ledger) ReadRaw(ctx context.Context, filter string) (RawRead, error) {
+func ReadRaw(ctx context.Context, l *eventlog.Ledger, filter string) (RawRead, error) {
 	start := time.Now()
 	last, err := l.LastOf(ctx, filter)
 	if err != nil || last == 0 {
 		return RawRead{Elapsed: time.Since(start)}, err
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cons, err := l.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
-		return RawRead{}, natsErr("raw read", err)
+		return RawRead{}, eventlog.NATSErr("raw read", err)
 	}
-	defer l.dropOrdered(ctx, cons)
+	defer dropOrdered(ctx, l, cons)
 	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
-		return RawRead{}, natsErr("raw read", err)
+		return RawRead{}, eventlog.NATSErr("raw read", err)
 	}
 	defer it.Stop()
 	n := 0
 	for {
 		m, err := it.Next()
 		if err != nil {
-			return RawRead{}, natsErr("raw read", err)
+			return RawRead{}, eventlog.NATSErr("raw read", err)
 		}
 		n++
 		meta, err := m.Metadata()
@@ -144,7 +145,7 @@ func (r RawFed) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds(
 // the dispatch beside it and beside a bare loop of the same handler, to
 // tell what reading the ledger costs from what the service adds. Both
 // consumers are deleted afterwards.
-func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, handle func(data []byte) bool) (RawFed, error) {
+func FeedRaw(ctx context.Context, l *eventlog.Ledger, from uint64, n, fetch, slots int, handle func(data []byte) bool) (RawFed, error) {
 	if from == 0 || n <= 0 || fetch <= 0 || slots <= 0 {
 		return RawFed{}, fmt.Errorf("raw feed: from %d, %d messages, %d a fetch, %d at once: each must be positive", from, n, fetch, slots)
 	}
@@ -157,33 +158,33 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 		return RawFed{}, fmt.Errorf("raw feed: messages %d to %d asked for, the ledger ends at %d", from, want, last)
 	}
 	name := "bench-fed-" + ksuid.New().String()
-	cons, err := l.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cons, err := l.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: name, AckPolicy: jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 	})
 	if err != nil {
-		return RawFed{}, natsErr("raw feed consumer", err)
+		return RawFed{}, eventlog.NATSErr("raw feed consumer", err)
 	}
-	defer l.dropConsumer(ctx, name)
-	ordered, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	defer dropConsumer(ctx, l, name)
+	ordered, err := l.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 	})
 	if err != nil {
-		return RawFed{}, natsErr("raw feed ordered consumer", err)
+		return RawFed{}, eventlog.NATSErr("raw feed ordered consumer", err)
 	}
-	defer l.dropOrdered(ctx, ordered)
+	defer dropOrdered(ctx, l, ordered)
 	start := time.Now()
 	// A missing heartbeat does not end the durable's iterator, as it does
 	// not SharedReader's: the workers hold the reader back under load.
 	it, err := cons.Messages(jetstream.PullMaxMessages(fetch), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 	if err != nil {
-		return RawFed{}, natsErr("raw feed", err)
+		return RawFed{}, eventlog.NATSErr("raw feed", err)
 	}
 	defer it.Stop()
 	// As many a pull as ReadRaw's ordered read asks for.
 	oit, err := ordered.Messages(jetstream.PullMaxMessages(1024))
 	if err != nil {
-		return RawFed{}, natsErr("raw feed", err)
+		return RawFed{}, eventlog.NATSErr("raw feed", err)
 	}
 	defer oit.Stop()
 	next := jetstream.NextContext(ctx)
@@ -234,7 +235,7 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 			if ctx.Err() != nil {
 				return RawFed{}, ctx.Err()
 			}
-			return RawFed{}, natsErr("raw feed", err)
+			return RawFed{}, eventlog.NATSErr("raw feed", err)
 		}
 	}
 	return RawFed{Messages: int(handled.Load()), Failed: int(failed.Load()), Elapsed: time.Since(start)}, nil
@@ -243,16 +244,16 @@ func (l *Ledger) FeedRaw(ctx context.Context, from uint64, n, fetch, slots int, 
 // dropOrdered deletes an ordered consumer a raw read made, once it is
 // stopped, rather than leave it on the server until it has been idle for
 // its inactive threshold (5 minutes), through the measures that follow.
-func (l *Ledger) dropOrdered(ctx context.Context, c jetstream.Consumer) {
+func dropOrdered(ctx context.Context, l *eventlog.Ledger, c jetstream.Consumer) {
 	if info := c.CachedInfo(); info != nil {
-		l.dropConsumer(ctx, info.Name)
+		dropConsumer(ctx, l, info.Name)
 	}
 }
 
 // dropConsumer deletes a consumer a raw read made, even when ctx has
 // ended.
-func (l *Ledger) dropConsumer(ctx context.Context, name string) {
+func dropConsumer(ctx context.Context, l *eventlog.Ledger, name string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = l.stream.DeleteConsumer(dctx, name)
+	_ = l.Stream().DeleteConsumer(dctx, name)
 }

@@ -1,4 +1,4 @@
-package eventlog
+package probe
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/internal/openloop"
 )
 
@@ -65,7 +66,7 @@ func MeasureRawLimit(ctx context.Context, dir string, publishers, size int, d ti
 				msg := nats.NewMsg(subject)
 				msg.Data = payload
 				t := time.Now()
-				if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+				if _, err := l.JetStream().PublishMsg(ctx, msg); err != nil {
 					errs <- err
 					return
 				}
@@ -80,7 +81,7 @@ func MeasureRawLimit(ctx context.Context, dir string, publishers, size int, d ti
 	elapsed := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		return RawLimit{}, natsErr("raw limit publish", err)
+		return RawLimit{}, eventlog.NATSErr("raw limit publish", err)
 	}
 	slices.Sort(lats)
 	r := RawLimit{Publishers: publishers, Size: size, Messages: len(lats), Elapsed: elapsed}
@@ -94,9 +95,9 @@ func MeasureRawLimit(ctx context.Context, dir string, publishers, size int, d ti
 // whose persistence is synchronous: every stream on file storage that is not
 // in asynchronous persist mode, KV buckets included. The difference over a
 // run, divided by the requests served, is the synced writes per request.
-func (l *Ledger) SyncedWrites(ctx context.Context) (uint64, error) {
+func SyncedWrites(ctx context.Context, l *eventlog.Ledger) (uint64, error) {
 	var total uint64
-	lister := l.js.ListStreams(ctx)
+	lister := l.JetStream().ListStreams(ctx)
 	for info := range lister.Info() {
 		c := info.Config
 		if c.Storage != jetstream.FileStorage || c.PersistMode == jetstream.AsyncPersistMode {
@@ -105,7 +106,7 @@ func (l *Ledger) SyncedWrites(ctx context.Context) (uint64, error) {
 		total += info.State.LastSeq
 	}
 	if err := lister.Err(); err != nil {
-		return 0, natsErr("list streams", err)
+		return 0, eventlog.NATSErr("list streams", err)
 	}
 	return total, nil
 }
@@ -161,7 +162,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, slots, size 
 		Durable: "reader", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return RawPaced{}, natsErr("raw paced consumer", err)
+		return RawPaced{}, eventlog.NATSErr("raw paced consumer", err)
 	}
 	n := max(int(rate*d.Seconds()), 1)
 	acked := make([]time.Time, n)
@@ -169,7 +170,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, slots, size 
 	var got atomic.Int64
 	it, err := cons.Messages(jetstream.PullMaxMessages(slots))
 	if err != nil {
-		return RawPaced{}, natsErr("raw paced consume", err)
+		return RawPaced{}, eventlog.NATSErr("raw paced consume", err)
 	}
 	reading := make(chan struct{})
 	go func() {
@@ -194,7 +195,7 @@ func MeasureRawPaced(ctx context.Context, dir string, rate float64, slots, size 
 		msg := nats.NewMsg("rawpaced." + strconv.Itoa(i%slots))
 		msg.Data = make([]byte, max(size, 8))
 		binary.BigEndian.PutUint64(msg.Data, uint64(i))
-		if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+		if _, err := l.JetStream().PublishMsg(ctx, msg); err != nil {
 			failed.Add(1)
 			return
 		}
@@ -255,12 +256,12 @@ func rawPacedIndex(data []byte, n int) (int, bool) {
 // storage, every write synced before it is acknowledged) in a fresh
 // directory under dir, with a stream of its own for the subjects
 // "<name>.>". closeRaw stops the server and removes the directory.
-func openRaw(ctx context.Context, dir, name string) (l *Ledger, stream jetstream.Stream, closeRaw func(), err error) {
+func openRaw(ctx context.Context, dir, name string) (l *eventlog.Ledger, stream jetstream.Stream, closeRaw func(), err error) {
 	tmp, err := os.MkdirTemp(dir, name+"-")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if l, err = Open(ctx, Config{Env: domain.Sandbox, DataDir: tmp}); err != nil {
+	if l, err = eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: tmp}); err != nil {
 		os.RemoveAll(tmp)
 		return nil, nil, nil, err
 	}
@@ -268,11 +269,11 @@ func openRaw(ctx context.Context, dir, name string) (l *Ledger, stream jetstream
 		l.Close()
 		os.RemoveAll(tmp)
 	}
-	if stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if stream, err = l.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: strings.ToUpper(name), Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
 		closeRaw()
-		return nil, nil, nil, natsErr(name+" stream", err)
+		return nil, nil, nil, eventlog.NATSErr(name+" stream", err)
 	}
 	return l, stream, closeRaw, nil
 }
@@ -282,7 +283,7 @@ func openRaw(ctx context.Context, dir, name string) (l *Ledger, stream jetstream
 // in a fresh directory under dir, for what the bench measures of the
 // ledger's own appends with nothing of the service around them.
 // closeScratch stops it and removes the directory.
-func OpenScratch(ctx context.Context, dir string) (l *Ledger, closeScratch func(), err error) {
+func OpenScratch(ctx context.Context, dir string) (l *eventlog.Ledger, closeScratch func(), err error) {
 	l, _, closeScratch, err = openRaw(ctx, dir, "scratch")
 	return l, closeScratch, err
 }

@@ -1,4 +1,4 @@
-package eventlog
+package secrets
 
 import (
 	"crypto/aes"
@@ -24,13 +24,19 @@ type Secrets struct {
 	master []byte
 }
 
+// WebhookSecretPurpose names the sealer of webhook endpoint secrets: the API
+// seals a new secret before it reaches the ledger, the dispatcher opens it to
+// sign deliveries. The endpoint id is the associated data, so a sealed secret
+// cannot be moved to another endpoint.
+const WebhookSecretPurpose = "webhook-secret"
+
 // masterKeyFile is where the embedded default keeps a generated master key.
 const masterKeyFile = "master.key"
 
-// LoadSecrets takes the master key from configured (64 hex characters or
+// Load takes the master key from configured (64 hex characters or
 // base64 of 32 bytes) or, when that is empty, from the data directory,
 // generating it there with mode 0600 on first use.
-func LoadSecrets(configured, dataDir string) (*Secrets, error) {
+func Load(configured, dataDir string) (*Secrets, error) {
 	if configured != "" {
 		key, err := decodeKey(configured)
 		if err != nil {
@@ -41,69 +47,40 @@ func LoadSecrets(configured, dataDir string) (*Secrets, error) {
 	if dataDir == "" {
 		return nil, errors.New("master key: neither configured nor a data directory to keep one in")
 	}
-	key, err := keyFile(filepath.Join(dataDir, masterKeyFile))
+	key, err := KeyFile(filepath.Join(dataDir, masterKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
 	return &Secrets{master: key}, nil
 }
 
-// ReadSecrets is LoadSecrets for a process that must use the service's
+// Read is Load for a process that must use the service's
 // master key and never make one, such as an operator command reaching a
 // running instance: the key is configured, or already in the data directory.
-func ReadSecrets(configured, dataDir string) (*Secrets, error) {
+func Read(configured, dataDir string) (*Secrets, error) {
 	if configured != "" || dataDir == "" {
-		return LoadSecrets(configured, dataDir)
+		return Load(configured, dataDir)
 	}
-	key, err := readKeyFile(filepath.Join(dataDir, masterKeyFile))
+	key, err := ReadKeyFile(filepath.Join(dataDir, masterKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w (give the service's with --master-key, or --data its data directory)", err)
 	}
 	return &Secrets{master: key}, nil
 }
 
-// NATSTokenFile is where the embedded NATS server keeps the token every
-// client must present.
-const NATSTokenFile = "nats.token"
-
-// NATSToken returns the token the embedded NATS server serving dataDir
-// requires of its clients. Like the master key, it is for whoever may read
-// the data directory: the service and the operator CLI. The server makes it
-// on its first start (ensureNATSToken); before that there is none.
-func NATSToken(dataDir string) (string, error) {
-	key, err := readKeyFile(filepath.Join(dataDir, NATSTokenFile))
-	if err != nil {
-		return "", fmt.Errorf("nats token: %w", err)
-	}
-	return hex.EncodeToString(key), nil
-}
-
-// ensureNATSToken returns the data directory's NATS token, generating it
-// there with mode 0600 on first use.
-func ensureNATSToken(dataDir string) (string, error) {
-	if dataDir == "" {
-		return "", errors.New("nats token: no data directory to keep one in")
-	}
-	key, err := keyFile(filepath.Join(dataDir, NATSTokenFile))
-	if err != nil {
-		return "", fmt.Errorf("nats token: %w", err)
-	}
-	return hex.EncodeToString(key), nil
-}
-
-// keyFile reads the 32-byte key kept at path, generating it there on first
-// use: readable by the owner only, and complete before it appears, so
+// KeyFile reads the 32-byte key kept at path, generating it there on first
+// use (the master key here, the embedded NATS server's token in eventlog): readable by the owner only, and complete before it appears, so
 // processes starting at once agree on one key and never read half of it.
-func keyFile(path string) ([]byte, error) {
-	key, err := readKeyFile(path)
+func KeyFile(path string) ([]byte, error) {
+	key, err := ReadKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return createKeyFile(path)
 	}
 	return key, err
 }
 
-// readKeyFile reads the 32-byte key kept at path.
-func readKeyFile(path string) ([]byte, error) {
+// ReadKeyFile reads the 32-byte key kept at path, which must exist.
+func ReadKeyFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -140,7 +117,7 @@ func createKeyFile(path string) ([]byte, error) {
 	err = os.Link(f.Name(), path)
 	if errors.Is(err, fs.ErrExist) {
 		// Another process created it first; use theirs.
-		return keyFile(path)
+		return KeyFile(path)
 	}
 	if err != nil {
 		return nil, err
@@ -163,7 +140,7 @@ func decodeKey(s string) ([]byte, error) {
 func (s *Secrets) Key(purpose string) []byte {
 	k, err := hkdf.Key(sha256.New, s.master, nil, "giving/"+purpose, 32)
 	if err != nil {
-		panic("eventlog: hkdf: " + err.Error())
+		panic("secrets: hkdf: " + err.Error())
 	}
 	return k
 }
@@ -174,17 +151,18 @@ type Sealer struct {
 }
 
 // Sealer returns the AES-GCM sealer for one purpose.
-func (s *Secrets) Sealer(purpose string) *Sealer { return newSealer(s.Key(purpose)) }
+func (s *Secrets) Sealer(purpose string) *Sealer { return NewSealer(s.Key(purpose)) }
 
-// newSealer returns the AES-GCM sealer of a 32-byte key.
-func newSealer(key []byte) *Sealer {
+// NewSealer returns the AES-GCM sealer of a 32-byte key, for a key kept
+// apart from the master key (the vault's phone keys).
+func NewSealer(key []byte) *Sealer {
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		panic("eventlog: aes: " + err.Error())
+		panic("secrets: aes: " + err.Error())
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		panic("eventlog: gcm: " + err.Error())
+		panic("secrets: gcm: " + err.Error())
 	}
 	return &Sealer{aead: aead}
 }
@@ -193,7 +171,7 @@ func newSealer(key []byte) *Sealer {
 func (s *Sealer) Seal(plaintext, aad []byte) []byte {
 	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plaintext)+s.aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
-		panic("eventlog: crypto/rand: " + err.Error())
+		panic("secrets: crypto/rand: " + err.Error())
 	}
 	return s.aead.Seal(nonce, nonce, plaintext, aad)
 }

@@ -1,4 +1,4 @@
-package eventlog_test
+package keyuse_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/keyuse"
 )
 
 // A key's use is kept as its hour, rounded down, moves only forward, and is
@@ -14,11 +15,11 @@ import (
 func TestKeyUseKeepsTheHour(t *testing.T) {
 	l := eventlogtest.Open(t, domain.Sandbox)
 	ctx := context.Background()
-	uses, err := l.OpenKeyUse(ctx)
+	uses, err := keyuse.Open(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := l.OpenKeyUse(ctx) // another instance's view of the bucket
+	other, err := keyuse.Open(ctx, l) // another instance's view of the bucket
 	if err != nil {
 		t.Fatal(err)
 	}

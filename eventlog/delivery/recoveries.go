@@ -1,4 +1,4 @@
-package eventlog
+package delivery
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // Recoveries keeps webhook recoveries (domain.WebhookRecovery) in a KV
@@ -30,16 +31,16 @@ type Recoveries struct {
 var ErrRecoveryMoved = errors.New("recovery changed by another instance")
 
 // OpenRecoveries opens (creating as needed) the recoveries bucket.
-func (l *Ledger) OpenRecoveries(ctx context.Context) (*Recoveries, error) {
-	name := "WEBHOOK_RECOVERIES_" + strings.ToUpper(string(l.cfg.Env))
-	kv, err := setUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+func OpenRecoveries(ctx context.Context, l *eventlog.Ledger) (*Recoveries, error) {
+	name := "WEBHOOK_RECOVERIES_" + strings.ToUpper(string(l.Env()))
+	kv, err := eventlog.SetUp(ctx, "open bucket "+name, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return l.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      name,
-			Description: "Webhook recoveries and their progress (" + string(l.cfg.Env) + ").",
+			Description: "Webhook recoveries and their progress (" + string(l.Env()) + ").",
 			History:     1,
 			TTL:         domain.MaxRecoveryAge,
 			Storage:     jetstream.FileStorage,
-			Replicas:    l.cfg.Replicas,
+			Replicas:    l.Replicas(),
 		})
 	})
 	if err != nil {
@@ -55,7 +56,7 @@ type Recovery struct {
 }
 
 func recoveryKey(partner, id string) (string, error) {
-	if !safeToken(partner) || !safeToken(id) {
+	if !eventlog.SafeToken(partner) || !eventlog.SafeToken(id) {
 		return "", fmt.Errorf("recoveries: unsafe partner %q or id %q", partner, id)
 	}
 	return partner + "." + id, nil
@@ -72,12 +73,12 @@ func (r *Recoveries) Create(ctx context.Context, rec domain.WebhookRecovery) (Re
 	// marker without a recovery is dropped by Running.
 	if rec.Status == domain.RecoveryRunning {
 		if _, err := r.kv.Put(ctx, runningPrefix+key, nil); err != nil {
-			return Recovery{}, natsErr("recovery "+key, err)
+			return Recovery{}, eventlog.NATSErr("recovery "+key, err)
 		}
 	}
 	rev, err := r.kv.Create(ctx, key, data)
 	if err != nil {
-		return Recovery{}, natsErr("recovery "+key, err)
+		return Recovery{}, eventlog.NATSErr("recovery "+key, err)
 	}
 	return Recovery{WebhookRecovery: rec, Revision: rev}, nil
 }
@@ -97,7 +98,7 @@ func (r *Recoveries) Get(ctx context.Context, partner, id string) (Recovery, boo
 		return Recovery{}, false, nil
 	}
 	if err != nil {
-		return Recovery{}, false, natsErr("recovery "+key, err)
+		return Recovery{}, false, eventlog.NATSErr("recovery "+key, err)
 	}
 	var rec domain.WebhookRecovery
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
@@ -122,12 +123,12 @@ func (r *Recoveries) Update(ctx context.Context, rec Recovery) (Recovery, error)
 		return rec, fmt.Errorf("recovery %s: %w", key, ErrRecoveryMoved)
 	}
 	if err != nil {
-		return rec, natsErr("recovery "+key, err)
+		return rec, eventlog.NATSErr("recovery "+key, err)
 	}
 	rec.Revision = rev
 	if rec.Status != domain.RecoveryRunning {
 		if err := r.kv.Delete(ctx, runningPrefix+key); err != nil {
-			return rec, natsErr("recovery "+key, err)
+			return rec, eventlog.NATSErr("recovery "+key, err)
 		}
 	}
 	return rec, nil
@@ -137,7 +138,7 @@ func (r *Recoveries) Update(ctx context.Context, rec Recovery) (Recovery, error)
 func (r *Recoveries) Running(ctx context.Context) ([]Recovery, error) {
 	keys, err := r.kv.ListKeysFiltered(ctx, runningPrefix+">")
 	if err != nil {
-		return nil, natsErr("list recoveries", err)
+		return nil, eventlog.NATSErr("list recoveries", err)
 	}
 	var out []Recovery
 	for k := range keys.Keys() {
@@ -152,7 +153,7 @@ func (r *Recoveries) Running(ctx context.Context) ([]Recovery, error) {
 		}
 		// Finished (or expired) and its marker left by a crash.
 		if err := r.kv.Delete(ctx, k); err != nil {
-			return nil, natsErr("recovery "+k, err)
+			return nil, eventlog.NATSErr("recovery "+k, err)
 		}
 	}
 	return out, nil

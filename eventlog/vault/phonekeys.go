@@ -1,4 +1,4 @@
-package eventlog
+package vault
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/segmentio/ksuid"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // Phone keys. A session's event carries its donor's phone, sealed with a
@@ -81,7 +83,7 @@ func sessionsSpan(stored, closes time.Time) (from, to time.Time) {
 // phoneKey is the key an instance seals with now.
 type phoneKey struct {
 	name   string
-	sealer *Sealer
+	sealer *secrets.Sealer
 	// sealUntil ends the sealing; storeBy bounds the appends of what was
 	// sealed. Both are on this instance's clock.
 	sealUntil, storeBy time.Time
@@ -153,9 +155,9 @@ func (v *Vault) newKey(ctx context.Context) (*phoneKey, error) {
 	}
 	start := time.Now()
 	if _, err := v.kv.Create(ctx, name, entry); err != nil {
-		return nil, natsErr("vault: new phone key", err)
+		return nil, eventlog.NATSErr("vault: new phone key", err)
 	}
-	k := &phoneKey{name: name, sealer: newSealer(raw), sealUntil: start.Add(v.times.SealFor), storeBy: start.Add(v.times.SealFor + v.times.Settle)}
+	k := &phoneKey{name: name, sealer: secrets.NewSealer(raw), sealUntil: start.Add(v.times.SealFor), storeBy: start.Add(v.times.SealFor + v.times.Settle)}
 	v.mu.Lock()
 	v.current = k
 	v.mu.Unlock()
@@ -173,7 +175,7 @@ func (v *Vault) newKey(ctx context.Context) (*phoneKey, error) {
 
 // storedKey is a phone key as the vault holds it.
 type storedKey struct {
-	sealer *Sealer
+	sealer *secrets.Sealer
 	// stored is when the vault stored it; closes is when no event sealed
 	// with it can be stored any more (stored + OpenFor).
 	stored, closes time.Time
@@ -190,7 +192,7 @@ func (v *Vault) storedKey(ctx context.Context, name string) (storedKey, error) {
 		return storedKey{}, ErrForgotten
 	}
 	if err != nil {
-		return storedKey{}, natsErr("vault: phone key", err)
+		return storedKey{}, eventlog.NATSErr("vault: phone key", err)
 	}
 	var entry phoneKeyEntry
 	if err := json.Unmarshal(got.Value(), &entry); err != nil {
@@ -200,7 +202,7 @@ func (v *Vault) storedKey(ctx context.Context, name string) (storedKey, error) {
 	if err != nil {
 		return storedKey{}, fmt.Errorf("vault: phone key %s: %w", name, err)
 	}
-	return storedKey{sealer: newSealer(raw), stored: got.Created(), closes: entry.closes(got.Created())}, nil
+	return storedKey{sealer: secrets.NewSealer(raw), stored: got.Created(), closes: entry.closes(got.Created())}, nil
 }
 
 // Phone returns the donor's phone: opened from sealed, the phone a session
@@ -264,7 +266,7 @@ func (v *Vault) Erase(ctx context.Context, donorID string, own []domain.SealedPh
 			closes = k.closes
 		}
 	}
-	if err := sleep(ctx, time.Until(closes)); err != nil {
+	if err := eventlog.Sleep(ctx, time.Until(closes)); err != nil {
 		return false, err
 	}
 	for name, k := range keys {

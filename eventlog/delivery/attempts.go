@@ -1,4 +1,4 @@
-package eventlog
+package delivery
 
 import (
 	"bytes"
@@ -14,13 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 )
-
-// WebhookSecretPurpose names the sealer of webhook endpoint secrets: the API
-// seals a new secret before it reaches the ledger, the dispatcher opens it to
-// sign deliveries. The endpoint id is the associated data, so a sealed secret
-// cannot be moved to another endpoint.
-const WebhookSecretPurpose = "webhook-secret"
 
 // AttemptsListed is how many delivery attempts are kept, and listed, per
 // webhook endpoint.
@@ -35,7 +30,7 @@ const AttemptsListed = 50
 // asynchronously (acknowledged before the disk sync, as the architecture
 // allows for such records), on a cluster it relies on replication.
 type AttemptLog struct {
-	l      *Ledger
+	l      *eventlog.Ledger
 	name   string
 	prefix string
 	stream jetstream.Stream
@@ -44,8 +39,8 @@ type AttemptLog struct {
 
 // OpenAttemptLog opens (creating as needed) the attempt log of the ledger's
 // environment.
-func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
-	env := string(l.cfg.Env)
+func OpenAttemptLog(ctx context.Context, l *eventlog.Ledger) (*AttemptLog, error) {
+	env := string(l.Env())
 	a := &AttemptLog{l: l, name: "WEBHOOK_ATTEMPTS_" + strings.ToUpper(env), prefix: "webhook_attempts." + env + "."}
 	cfg := jetstream.StreamConfig{
 		Name:              a.name,
@@ -55,14 +50,14 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: AttemptsListed,
-		Replicas:          l.cfg.Replicas,
+		Replicas:          l.Replicas(),
 		AllowDirect:       true,
 	}
 	if cfg.Replicas == 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	st, err := setUp(ctx, "open attempt log "+a.name, func(ctx context.Context) (jetstream.Stream, error) {
-		return l.js.CreateOrUpdateStream(ctx, cfg)
+	st, err := eventlog.SetUp(ctx, "open attempt log "+a.name, func(ctx context.Context) (jetstream.Stream, error) {
+		return l.JetStream().CreateOrUpdateStream(ctx, cfg)
 	})
 	if err != nil {
 		return nil, err
@@ -72,7 +67,7 @@ func (l *Ledger) OpenAttemptLog(ctx context.Context) (*AttemptLog, error) {
 }
 
 func (a *AttemptLog) subject(partner, endpoint string) (string, error) {
-	if !safeToken(partner) || !safeToken(endpoint) {
+	if !eventlog.SafeToken(partner) || !eventlog.SafeToken(endpoint) {
 		return "", fmt.Errorf("attempt log: unsafe partner %q or endpoint %q", partner, endpoint)
 	}
 	return a.prefix + partner + "." + endpoint, nil
@@ -90,7 +85,7 @@ func encodeAttempts(ats []domain.DeliveryAttempt) ([]byte, error) {
 		data, err = json.Marshal(ats)
 	}
 	if err != nil {
-		return nil, natsErr("attempt log", err)
+		return nil, eventlog.NATSErr("attempt log", err)
 	}
 	return data, nil
 }
@@ -130,21 +125,21 @@ func (a *AttemptLog) Record(ctx context.Context, partner string, at domain.Deliv
 	q.n -= len(earlier)
 	q.mu.Unlock()
 	sent := a.publish(subject, earlier)
-	f, err := a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
+	f, err := a.l.JetStream().PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
 	q.pub.Unlock()
 	if len(sent) > 0 {
 		go a.await(sent)
 	}
 	if err != nil {
-		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
+		return eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	select {
 	case <-f.Ok():
 		return nil
 	case err := <-f.Err():
-		return natsErr(fmt.Sprintf("attempt log %s", subject), err)
+		return eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 	case <-ctx.Done():
-		return natsErr(fmt.Sprintf("attempt log %s", subject), ctx.Err())
+		return eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), ctx.Err())
 	}
 }
 
@@ -281,10 +276,10 @@ func (a *AttemptLog) publish(subject string, pending []pendingAttempt) []sentAtt
 		data, err := encodeAttempts(ats)
 		var f jetstream.PubAckFuture
 		if err == nil {
-			f, err = a.l.js.PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
+			f, err = a.l.JetStream().PublishAsync(subject, data, jetstream.WithExpectStream(a.name))
 		}
 		if err != nil {
-			reportLost(chunk, natsErr(fmt.Sprintf("attempt log %s", subject), err))
+			reportLost(chunk, eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err))
 			continue
 		}
 		sent = append(sent, sentAttempts{subject: subject, f: f, ats: chunk})
@@ -315,7 +310,7 @@ func (a *AttemptLog) await(sent []sentAttempts) {
 			}
 		}
 		if err != nil {
-			reportLost(s.ats, natsErr(fmt.Sprintf("attempt log %s", s.subject), err))
+			reportLost(s.ats, eventlog.NATSErr(fmt.Sprintf("attempt log %s", s.subject), err))
 		} else {
 			reportLost(s.ats, fmt.Errorf("attempt log %s: not acknowledged within %s", s.subject, recordAckWait))
 		}
@@ -347,7 +342,7 @@ func (a *AttemptLog) Settle(ctx context.Context) {
 		}
 	}
 	select {
-	case <-a.l.js.PublishAsyncComplete():
+	case <-a.l.JetStream().PublishAsyncComplete():
 	case <-ctx.Done():
 	}
 }
@@ -358,18 +353,18 @@ func (a *AttemptLog) Last(ctx context.Context, partner, endpoint string) ([]doma
 	if err != nil {
 		return nil, err
 	}
-	msgs, _, err := a.l.directMsgs(ctx, a.name, directGetRequest{Seq: 1, NextFor: subject, Batch: AttemptsListed})
-	if errors.Is(err, ErrNotFound) {
+	msgs, err := a.l.DirectRead(ctx, a.name, subject, AttemptsListed)
+	if errors.Is(err, eventlog.ErrNotFound) {
 		return []domain.DeliveryAttempt{}, nil
 	}
 	if err != nil {
-		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+		return nil, eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	out := make([]domain.DeliveryAttempt, 0, len(msgs))
 	for _, m := range msgs {
 		ats, err := decodeAttempts(m.Data)
 		if err != nil {
-			return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+			return nil, eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 		}
 		out = append(out, ats...)
 	}
@@ -390,14 +385,14 @@ func (a *AttemptLog) Newest(ctx context.Context, partner, endpoint string) (*dom
 		return nil, nil
 	}
 	if err != nil {
-		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+		return nil, eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	ats, err := decodeAttempts(m.Data)
 	if err == nil && len(ats) == 0 {
 		err = errors.New("the newest message holds no attempt")
 	}
 	if err != nil {
-		return nil, natsErr(fmt.Sprintf("attempt log %s", subject), err)
+		return nil, eventlog.NATSErr(fmt.Sprintf("attempt log %s", subject), err)
 	}
 	return &ats[len(ats)-1], nil
 }
@@ -408,12 +403,12 @@ func (a *AttemptLog) Forget(ctx context.Context, partner, endpoint string) error
 	if err != nil {
 		return err
 	}
-	st, err := a.l.js.Stream(ctx, a.name)
+	st, err := a.l.JetStream().Stream(ctx, a.name)
 	if err != nil {
-		return natsErr("attempt log", err)
+		return eventlog.NATSErr("attempt log", err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-		return natsErr(fmt.Sprintf("attempt log purge %s", subject), err)
+		return eventlog.NATSErr(fmt.Sprintf("attempt log purge %s", subject), err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package eventlog_test
+package delivery_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
@@ -19,12 +19,12 @@ import (
 func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	log, err := l.OpenAttemptLog(ctx)
+	log, err := delivery.OpenAttemptLog(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	partner, ep, other := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint), domain.NewID(domain.PrefixEndpoint)
-	const burst = 3 * eventlog.AttemptsListed
+	const burst = 3 * delivery.AttemptsListed
 	lost := recordBurst(t, log, partner, burst, ep, other)
 	if err := log.Record(ctx, partner, attempt(ep, burst, domain.DeliveryFailed)); err != nil {
 		t.Fatal(err)
@@ -34,8 +34,8 @@ func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != eventlog.AttemptsListed {
-		t.Fatalf("listed %d attempts, want %d", len(got), eventlog.AttemptsListed)
+	if len(got) != delivery.AttemptsListed {
+		t.Fatalf("listed %d attempts, want %d", len(got), delivery.AttemptsListed)
 	}
 	for i, at := range got {
 		if want := fmt.Sprintf("evt_%d", burst-i); at.EventID != want || at.EndpointID != ep {
@@ -50,7 +50,7 @@ func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 		t.Fatalf("Newest = %+v, %v; want %s", newest, err, got[0].ID)
 	}
 	others, err := log.Last(ctx, partner, other)
-	if err != nil || len(others) != eventlog.AttemptsListed {
+	if err != nil || len(others) != delivery.AttemptsListed {
 		t.Fatalf("the other endpoint's log: %d attempts, %v", len(others), err)
 	}
 	if want := fmt.Sprintf("evt_%d", burst-1); others[0].EventID != want || others[0].EndpointID != other {
@@ -65,14 +65,14 @@ func TestAttemptLogKeepsTheOrderOfABurst(t *testing.T) {
 func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	log, err := l.OpenAttemptLog(ctx)
+	log, err := delivery.OpenAttemptLog(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	partner, ep := domain.NewID(domain.PrefixPartner), domain.NewID(domain.PrefixEndpoint)
-	const burst = 4 * eventlog.AttemptsListed
+	const burst = 4 * delivery.AttemptsListed
 	settleNoneLost(t, log, recordBurst(t, log, partner, burst, ep))
-	stream, err := l.JetStreamForTest().Stream(ctx, "WEBHOOK_ATTEMPTS_SANDBOX")
+	stream, err := l.JetStream().Stream(ctx, "WEBHOOK_ATTEMPTS_SANDBOX")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ats, err := eventlog.DecodeAttemptsForTest(m.Data)
+		ats, err := delivery.DecodeAttemptsForTest(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,23 +95,23 @@ func TestAttemptLogSendsOnlyWhatItKeeps(t *testing.T) {
 	// The first attempt goes at once, on its own; the rest gather during
 	// that round and the pause after it, and only their newest
 	// AttemptsListed are sent.
-	if stored >= burst || stored < eventlog.AttemptsListed {
-		t.Fatalf("the log stored %d attempts of %d recorded; want the newest %d and at most a round's more", stored, burst, eventlog.AttemptsListed)
+	if stored >= burst || stored < delivery.AttemptsListed {
+		t.Fatalf("the log stored %d attempts of %d recorded; want the newest %d and at most a round's more", stored, burst, delivery.AttemptsListed)
 	}
 	got, err := log.Last(ctx, partner, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != eventlog.AttemptsListed || got[0].EventID != fmt.Sprintf("evt_%d", burst-1) ||
-		got[len(got)-1].EventID != fmt.Sprintf("evt_%d", burst-eventlog.AttemptsListed) {
-		t.Fatalf("listed %d attempts, newest %s: want the newest %d", len(got), got[0].EventID, eventlog.AttemptsListed)
+	if len(got) != delivery.AttemptsListed || got[0].EventID != fmt.Sprintf("evt_%d", burst-1) ||
+		got[len(got)-1].EventID != fmt.Sprintf("evt_%d", burst-delivery.AttemptsListed) {
+		t.Fatalf("listed %d attempts, newest %s: want the newest %d", len(got), got[0].EventID, delivery.AttemptsListed)
 	}
 }
 
 // recordBurst records n successful attempts to each of endpoints without
 // waiting, the i-th of every endpoint before the (i+1)-th of any, and
 // returns the count of those reported lost.
-func recordBurst(t *testing.T, log *eventlog.AttemptLog, partner string, n int, endpoints ...string) *atomic.Int32 {
+func recordBurst(t *testing.T, log *delivery.AttemptLog, partner string, n int, endpoints ...string) *atomic.Int32 {
 	t.Helper()
 	lost := new(atomic.Int32)
 	for i := range n {
@@ -126,7 +126,7 @@ func recordBurst(t *testing.T, log *eventlog.AttemptLog, partner string, n int, 
 
 // settleNoneLost waits for the log to send what it holds and fails the
 // test if any attempt was reported lost.
-func settleNoneLost(t *testing.T, log *eventlog.AttemptLog, lost *atomic.Int32) {
+func settleNoneLost(t *testing.T, log *delivery.AttemptLog, lost *atomic.Int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package eventlog
+package vault
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // Vault keeps donor phone numbers, the service's only PII, encrypted with
@@ -27,7 +29,7 @@ import (
 type Vault struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
-	seal   *Sealer
+	seal   *secrets.Sealer
 	donor  []byte
 	times  PhoneKeyTimes
 
@@ -38,21 +40,21 @@ type Vault struct {
 	making  singleflight.Group
 }
 
-// OpenVault opens the vault bucket. Its backing stream is created here
+// Open opens the vault bucket. Its backing stream is created here
 // rather than by the KV API, because KV buckets deny message deletion and
 // erasing a phone for good needs JetStream's secure delete, which overwrites
 // the stored bytes; a purge alone would leave the ciphertext in the block
 // files until compaction. Otherwise it is an ordinary one-revision bucket.
-func (l *Ledger) OpenVault(ctx context.Context, secrets *Secrets, times PhoneKeyTimes) (*Vault, error) {
-	stream, kv, err := l.vaultBucket(ctx)
+func Open(ctx context.Context, l *eventlog.Ledger, secrets *secrets.Secrets, times PhoneKeyTimes) (*Vault, error) {
+	stream, kv, err := vaultBucket(ctx, l)
 	if err != nil {
 		return nil, err
 	}
 	return &Vault{kv: kv, stream: stream, seal: secrets.Sealer("vault"), donor: secrets.Key("donor-id"), times: times.withDefaults()}, nil
 }
 
-func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.KeyValue, error) {
-	name := "VAULT_" + strings.ToUpper(string(l.cfg.Env))
+func vaultBucket(ctx context.Context, l *eventlog.Ledger) (jetstream.Stream, jetstream.KeyValue, error) {
+	name := "VAULT_" + strings.ToUpper(string(l.Env()))
 	cfg := jetstream.StreamConfig{
 		Name:              "KV_" + name,
 		Description:       "Donor phone numbers, AES-GCM sealed, keyed by donor id.",
@@ -60,18 +62,18 @@ func (l *Ledger) vaultBucket(ctx context.Context) (jetstream.Stream, jetstream.K
 		MaxMsgsPerSubject: 1,
 		Discard:           jetstream.DiscardNew,
 		Storage:           jetstream.FileStorage,
-		Replicas:          l.cfg.Replicas,
+		Replicas:          l.Replicas(),
 		AllowRollup:       true,
 		AllowDirect:       true,
 		DenyDelete:        false,
 	}
 	var stream jetstream.Stream
-	kv, err := setUp(ctx, "open vault", func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := eventlog.SetUp(ctx, "open vault", func(ctx context.Context) (jetstream.KeyValue, error) {
 		var err error
-		if stream, err = l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if stream, err = l.JetStream().CreateOrUpdateStream(ctx, cfg); err != nil {
 			return nil, err
 		}
-		return l.js.KeyValue(ctx, name)
+		return l.JetStream().KeyValue(ctx, name)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -103,7 +105,7 @@ func (v *Vault) DonorID(partnerID, phone string) string {
 func (v *Vault) Put(ctx context.Context, donorID, phone string) error {
 	_, err := v.kv.Create(ctx, donorID, v.seal.Seal([]byte(phone), []byte(donorID)))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return natsErr("vault put", err)
+		return eventlog.NATSErr("vault put", err)
 	}
 	return nil
 }
@@ -119,11 +121,11 @@ func (v *Vault) ownPhone(ctx context.Context, donorID string) (string, error) {
 		return "", ErrForgotten
 	}
 	if err != nil {
-		return "", natsErr("vault get", err)
+		return "", eventlog.NATSErr("vault get", err)
 	}
 	phone, err := v.seal.Open(entry.Value(), []byte(donorID))
 	if err != nil {
-		return "", natsErr("vault get", err)
+		return "", eventlog.NATSErr("vault get", err)
 	}
 	return string(phone), nil
 }
@@ -139,18 +141,18 @@ func forget(ctx context.Context, kv jetstream.KeyValue, stream jetstream.Stream,
 			break
 		}
 		if err != nil {
-			return natsErr("vault forget", err)
+			return eventlog.NATSErr("vault forget", err)
 		}
 		found = true
 		if err := stream.SecureDeleteMsg(ctx, entry.Revision()); err != nil {
-			return natsErr("vault forget: erase", err)
+			return eventlog.NATSErr("vault forget: erase", err)
 		}
 	}
 	if !found {
 		return ErrForgotten
 	}
 	if err := kv.Purge(ctx, key); err != nil {
-		return natsErr("vault forget: purge", err)
+		return eventlog.NATSErr("vault forget: purge", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package eventlog
+package idempotency
 
 import (
 	"bytes"
@@ -15,19 +15,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/secrets"
 )
 
-// IdempotencyRetention is how long a key's record is kept after its last
+// Retention is how long a key's record is kept after its last
 // write. The contract promises at least 24 hours.
-const IdempotencyRetention = 48 * time.Hour
+const Retention = 48 * time.Hour
 
-// Idempotency keeps Idempotency-Key records in a JetStream KV bucket, so a
+// Store keeps Idempotency-Key records in a JetStream KV bucket, so a
 // key holds across restarts and across every instance sharing the ledger.
 // Stored responses are sealed, because they can hold one-time secrets (a
 // webhook secret, a donor session url).
-type Idempotency struct {
+type Store struct {
 	kv     jetstream.KeyValue
-	seal   *Sealer
+	seal   *secrets.Sealer
 	lease  time.Duration
 	settle time.Duration
 	// owner names this process's instance and boot, so that a record left
@@ -36,8 +38,8 @@ type Idempotency struct {
 	instance, boot string
 }
 
-// IdempotencyConfig tunes the store.
-type IdempotencyConfig struct {
+// Config tunes the store.
+type Config struct {
 	// Lease is how long a request may run while it holds its key; the
 	// transport cancels a request that runs longer. Default 30s.
 	Lease time.Duration
@@ -57,9 +59,9 @@ const (
 	DefaultSettle = 10 * time.Second
 )
 
-// OpenIdempotency opens the idempotency bucket.
-func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg IdempotencyConfig) (*Idempotency, error) {
-	kv, err := l.operationalBucket(ctx, requestsBucket, "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", IdempotencyRetention)
+// Open opens the idempotency bucket.
+func Open(ctx context.Context, l *eventlog.Ledger, secrets *secrets.Secrets, cfg Config) (*Store, error) {
+	kv, err := l.OperationalBucket(ctx, requestsBucket, "IDEMPOTENCY", "Idempotency-Key records and their sealed responses.", Retention)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,7 @@ func (l *Ledger) OpenIdempotency(ctx context.Context, secrets *Secrets, cfg Idem
 	if cfg.Settle <= 0 {
 		cfg.Settle = DefaultSettle
 	}
-	return &Idempotency{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+	return &Store{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
 }
 
 type idemRecord struct {
@@ -141,7 +143,7 @@ type StoredResponse struct {
 
 // Begin claims key (scoped to scope, the partner) for a request with the
 // given fingerprint, or says why the request must not run.
-func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string) (BeginResult, error) {
+func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (BeginResult, error) {
 	id := recordID(scope, key)
 	now := time.Now()
 	rec := idemRecord{State: "running", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, LeaseUntil: now.Add(s.lease + s.settle), CreatedAt: now, Nonce: rand.Uint64()}
@@ -158,18 +160,18 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 			if rev, ok := s.stored(ctx, id, data); ok {
 				return claim(rev, false), nil
 			}
-			return BeginResult{}, natsErr("idempotency begin", err)
+			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		entry, err := s.kv.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // released meanwhile; try to create again
 		}
 		if err != nil {
-			return BeginResult{}, natsErr("idempotency begin", err)
+			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		var cur idemRecord
 		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
-			return BeginResult{}, natsErr("idempotency begin", err)
+			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		switch {
 		case cur.Fingerprint != fingerprint:
@@ -177,7 +179,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 		case cur.State == "done":
 			body, err := s.seal.Open(cur.Body, []byte(id))
 			if err != nil {
-				return BeginResult{}, natsErr("idempotency replay", err)
+				return BeginResult{}, eventlog.NATSErr("idempotency replay", err)
 			}
 			return BeginResult{Replay: &StoredResponse{Status: cur.Status, Body: body}}, nil
 		case cur.State == "running" && !s.abandoned(cur, now):
@@ -194,7 +196,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 			if rev, ok := s.stored(ctx, id, data); ok {
 				return claim(rev, true), nil
 			}
-			return BeginResult{}, natsErr("idempotency takeover", err)
+			return BeginResult{}, eventlog.NATSErr("idempotency takeover", err)
 		}
 	}
 	return BeginResult{InFlight: true, RetryAfter: time.Second}, nil
@@ -203,7 +205,7 @@ func (s *Idempotency) Begin(ctx context.Context, scope, key, fingerprint string)
 // stored reports whether a write of data to the record whose answer did not
 // arrive (a node lost meanwhile) was stored after all: the record holds
 // exactly data (its nonce is this request's), and the claim is ours.
-func (s *Idempotency) stored(ctx context.Context, id string, data []byte) (uint64, bool) {
+func (s *Store) stored(ctx context.Context, id string, data []byte) (uint64, bool) {
 	entry, err := s.kv.Get(ctx, id)
 	if err != nil || !bytes.Equal(entry.Value(), data) {
 		return 0, false
@@ -214,7 +216,7 @@ func (s *Idempotency) stored(ctx context.Context, id string, data []byte) (uint6
 // abandoned reports whether a running record's request can no longer
 // finish: its lease ran out, or it belongs to an earlier boot of this very
 // instance, which only runs one process at a time.
-func (s *Idempotency) abandoned(r idemRecord, now time.Time) bool {
+func (s *Store) abandoned(r idemRecord, now time.Time) bool {
 	if now.After(r.LeaseUntil) {
 		return true
 	}
@@ -229,7 +231,7 @@ func retryAfter(d time.Duration) time.Duration {
 }
 
 // Complete stores the request's answer under its key.
-func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error {
+func (s *Store) Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error {
 	rec := idemRecord{State: "done", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, Status: status, Body: s.seal.Seal(body, []byte(c.id)), CreatedAt: time.Now()}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -243,7 +245,7 @@ func (s *Idempotency) Complete(ctx context.Context, c *Claim, fingerprint string
 // event was stored (the projections timed out, the client went away), so
 // the retry takes the key over and first looks for that event instead of
 // deciding afresh against a state that already holds it.
-func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string) error {
+func (s *Store) Release(ctx context.Context, c *Claim, fingerprint string) error {
 	rec := idemRecord{State: "released", Fingerprint: fingerprint, Instance: s.instance, Boot: s.boot, CreatedAt: time.Now()}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -258,7 +260,7 @@ func (s *Idempotency) Release(ctx context.Context, c *Claim, fingerprint string)
 // key stays held, and every retry of the request is told to wait for the
 // rest of the lease. A write refused because the record moved on (the key
 // was taken over) is not.
-func (s *Idempotency) finish(ctx context.Context, c *Claim, data []byte, op string) error {
+func (s *Store) finish(ctx context.Context, c *Claim, data []byte, op string) error {
 	for attempt := 1; ; attempt++ {
 		_, err := s.kv.Update(ctx, c.id, data, c.rev)
 		if err == nil {
@@ -268,10 +270,10 @@ func (s *Idempotency) finish(ctx context.Context, c *Claim, data []byte, op stri
 			return nil
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || attempt == finishAttempts {
-			return natsErr(op, err)
+			return eventlog.NATSErr(op, err)
 		}
-		if err := backoff(ctx, attempt+finishBackoff); err != nil {
-			return natsErr(op, err)
+		if err := eventlog.Backoff(ctx, attempt+finishBackoff); err != nil {
+			return eventlog.NATSErr(op, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package eventlog_test
+package vault_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // freezer is a loopback TCP proxy to a NATS server that can hold what its
@@ -112,7 +114,7 @@ func (f *freezer) heldCount(s string) int {
 // within about that attempt's bound: not one attempt a session, nor one
 // after another. Once the vault answers again, sealing works again.
 func TestAWaveOfSessionsWaitsForOneKeyMaking(t *testing.T) {
-	defer eventlog.SetNewKeyTimeoutForTest(time.Second)()
+	defer vault.SetNewKeyTimeoutForTest(time.Second)()
 	ctx := context.Background()
 	dir := t.TempDir()
 	server, err := eventlog.Open(ctx, eventlog.Config{Env: domain.Sandbox, DataDir: dir, NATSListen: "127.0.0.1:0"})
@@ -131,11 +133,11 @@ func TestAWaveOfSessionsWaitsForOneKeyMaking(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
-	secrets, err := eventlog.LoadSecrets("", dir)
+	secrets, err := secrets.Load("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := l.OpenVault(ctx, secrets, eventlog.PhoneKeyTimes{SealFor: time.Minute, Settle: time.Minute})
+	v, err := vault.Open(ctx, l, secrets, vault.PhoneKeyTimes{SealFor: time.Minute, Settle: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

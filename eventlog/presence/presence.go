@@ -1,4 +1,4 @@
-package eventlog
+package presence
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // Presence counts the live instances sharing the ledger: each instance
@@ -22,10 +24,10 @@ type Presence struct {
 	live  atomic.Int64
 }
 
-// OpenPresence opens the presence bucket for this instance; Run keeps it
+// Open opens the presence bucket for this instance; Run keeps it
 // announced.
-func (l *Ledger) OpenPresence(ctx context.Context, instance string, every time.Duration) (*Presence, error) {
-	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
+func Open(ctx context.Context, l *eventlog.Ledger, instance string, every time.Duration) (*Presence, error) {
+	kv, err := l.Bucket(ctx, jetstream.KeyValueConfig{
 		Bucket:      "INSTANCES",
 		Description: "Live instances sharing the ledger.",
 		TTL:         3 * every,

@@ -1,4 +1,4 @@
-package eventlog_test
+package vault_test
 
 import (
 	"bytes"
@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/vault"
+	"github.com/partnergiving/giving/secrets"
 )
 
 // The vault's whole life: phones sealed into sessions' events with one
@@ -23,12 +24,12 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	l := eventlogtest.OpenAt(t, domain.Sandbox, dir)
-	secrets, err := eventlog.LoadSecrets("", dir)
+	secrets, err := secrets.Load("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	times := eventlog.PhoneKeyTimes{SealFor: time.Second, Settle: 300 * time.Millisecond}
-	v, err := l.OpenVault(ctx, secrets, times)
+	times := vault.PhoneKeyTimes{SealFor: time.Second, Settle: 300 * time.Millisecond}
+	v, err := vault.Open(ctx, l, secrets, times)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	// stored reports how many messages the vault's stream has taken.
 	stored := func() uint64 {
 		t.Helper()
-		st, err := l.JetStreamForTest().Stream(ctx, "KV_VAULT_SANDBOX")
+		st, err := l.JetStream().Stream(ctx, "KV_VAULT_SANDBOX")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,10 +95,10 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if got, err := phone(a, &sa); err != nil || got != phoneA {
 		t.Fatalf("a's phone = %q, %v", got, err)
 	}
-	if _, err := phone(b, &sa); err == nil || errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := phone(b, &sa); err == nil || errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("a's sealed phone opened as b's: %v; want a failure to open", err)
 	}
-	if _, err := phone(c, nil); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := phone(c, nil); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("a phone never stored: %v", err)
 	}
 	time.Sleep(times.SealFor)
@@ -108,9 +109,9 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	// A phone the key cannot open (here c's, sealed with the other key)
 	// does not stop the erasure, nor is it moved.
 	damaged := domain.SealedPhone{Key: sa.Key, Sealed: sc.Sealed}
-	every := []eventlog.SealedFor{{DonorID: a, Phone: sa}, {DonorID: c, Phone: damaged}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
+	every := []vault.SealedFor{{DonorID: a, Phone: sa}, {DonorID: c, Phone: damaged}, {DonorID: b, Phone: sb}, {DonorID: c, Phone: sc}}
 	asked := map[string]bool{}
-	sharing := func(_ context.Context, key string, from, to time.Time) ([]eventlog.SealedFor, error) {
+	sharing := func(_ context.Context, key string, from, to time.Time) ([]vault.SealedFor, error) {
 		asked[key] = true
 		// The sessions a key sealed were stored after it, and before it
 		// closed.
@@ -130,7 +131,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if len(asked) != 1 || !asked[sa.Key] {
 		t.Fatalf("asked for the sessions sharing %v; want only a's key", asked)
 	}
-	if _, err := phone(a, &sa); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := phone(a, &sa); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("a after erase: %v", err)
 	}
 	if got, err := phone(b, &sb); err != nil || got != phoneB {
@@ -139,7 +140,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if got, err := phone(c, &sc); err != nil || got != phoneC {
 		t.Fatalf("c, on another key, after a's erase: %q, %v", got, err)
 	}
-	if _, err := phone(c, nil); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := phone(c, nil); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("c got an entry of its own from a phone a's key could not open: %v", err)
 	}
 	if erased, err := v.Erase(ctx, a, []domain.SealedPhone{sa}, sharing); err != nil || erased {
@@ -158,7 +159,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 		t.Fatalf("asked for the sessions sharing %v; want only b's live key", asked)
 	}
 	for _, p := range []domain.SealedPhone{sb, sb2} {
-		if _, err := phone(b, &p); !errors.Is(err, eventlog.ErrForgotten) {
+		if _, err := phone(b, &p); !errors.Is(err, vault.ErrForgotten) {
 			t.Fatalf("b after erase, key %s: %v", p.Key, err)
 		}
 	}
@@ -176,7 +177,7 @@ func TestVaultErasesPhonesForGood(t *testing.T) {
 	if erased, err := v.Erase(ctx, a, nil, sharing); err != nil || !erased {
 		t.Fatalf("erase a's own entry: %v, %v", erased, err)
 	}
-	if _, err := phone(a, nil); !errors.Is(err, eventlog.ErrForgotten) {
+	if _, err := phone(a, nil); !errors.Is(err, vault.ErrForgotten) {
 		t.Fatalf("a's own entry after erase: %v", err)
 	}
 	// Nothing holds a phone's digits in clear.

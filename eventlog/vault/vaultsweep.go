@@ -1,4 +1,4 @@
-package eventlog
+package vault
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
 // The vault holds two kinds of entries, and the sweep looks at each once,
@@ -30,8 +32,8 @@ import (
 // vaultSweeper is the durable name every instance shares.
 const vaultSweeper = "vault_sweep"
 
-// VaultRefs says whether something refers to a vault entry.
-type VaultRefs struct {
+// Refs says whether something refers to a vault entry.
+type Refs struct {
 	// Donor reports whether a session refers to the donor.
 	Donor func(ctx context.Context, donorID string) (bool, error)
 	// Key reports whether a session stored between from and to was sealed
@@ -44,8 +46,8 @@ type VaultRefs struct {
 // after it was stored, a phone key once it closed), and erases it when refs
 // says nothing refers to it. It returns when ctx ends or the vault cannot
 // be read.
-func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs VaultRefs) error {
-	cons, err := setUp(ctx, "vault sweep", func(ctx context.Context) (jetstream.Consumer, error) {
+func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs Refs) error {
+	cons, err := eventlog.SetUp(ctx, "vault sweep", func(ctx context.Context) (jetstream.Consumer, error) {
 		return v.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:       vaultSweeper,
 			Description:   "Erases stored phones and phone keys that no donor session refers to.",
@@ -59,7 +61,7 @@ func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs VaultRefs) 
 		return err
 	}
 	prefix := "$KV." + strings.TrimPrefix(v.stream.CachedInfo().Config.Name, "KV_") + "."
-	return consumeBatches(ctx, cons, 100, 0, &settling{release: nak}, nil, func(batch []jetstream.Msg) error {
+	return eventlog.ConsumeBatches(ctx, cons, 100, func(batch []jetstream.Msg) error {
 		for _, m := range batch {
 			if err := v.check(ctx, m, prefix, grace, refs); err != nil {
 				return err
@@ -69,7 +71,7 @@ func (v *Vault) Sweep(ctx context.Context, grace time.Duration, refs VaultRefs) 
 	})
 }
 
-func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace time.Duration, refs VaultRefs) error {
+func (v *Vault) check(ctx context.Context, m jetstream.Msg, prefix string, grace time.Duration, refs Refs) error {
 	if op := m.Headers().Get("KV-Operation"); op != "" {
 		return m.Ack() // an erasure's marker, not an entry
 	}

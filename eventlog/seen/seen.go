@@ -1,4 +1,4 @@
-package eventlog
+package seen
 
 import (
 	"context"
@@ -9,41 +9,43 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
-// SeenSet remembers ids for a while, in a KV bucket every instance shares:
+// Set remembers ids for a while, in a KV bucket every instance shares:
 // the vendor edge keeps the ids of vendor events it has fully handled, so a
 // replay is acknowledged without being handled again, on any instance.
-type SeenSet struct {
+type Set struct {
 	kv jetstream.KeyValue
 }
 
-// OpenSeenSet opens the set called name, which forgets an id ttl after it
+// Open opens the set called name, which forgets an id ttl after it
 // was added.
-func (l *Ledger) OpenSeenSet(ctx context.Context, name string, ttl time.Duration) (*SeenSet, error) {
-	kv, err := l.operationalBucket(ctx, "HANDLED_"+strings.ToUpper(name), "SEEN_"+strings.ToUpper(name), "Ids already handled: "+name+".", ttl)
+func Open(ctx context.Context, l *eventlog.Ledger, name string, ttl time.Duration) (*Set, error) {
+	kv, err := l.OperationalBucket(ctx, "HANDLED_"+strings.ToUpper(name), "SEEN_"+strings.ToUpper(name), "Ids already handled: "+name+".", ttl)
 	if err != nil {
 		return nil, err
 	}
-	return &SeenSet{kv: kv}, nil
+	return &Set{kv: kv}, nil
 }
 
 // Has reports whether id was added and not yet forgotten.
-func (s *SeenSet) Has(ctx context.Context, id string) (bool, error) {
+func (s *Set) Has(ctx context.Context, id string) (bool, error) {
 	_, err := s.kv.Get(ctx, seenKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, natsErr("seen set", err)
+		return false, eventlog.NATSErr("seen set", err)
 	}
 	return true, nil
 }
 
 // Add remembers id.
-func (s *SeenSet) Add(ctx context.Context, id string) error {
+func (s *Set) Add(ctx context.Context, id string) error {
 	if _, err := s.kv.Put(ctx, seenKey(id), []byte{1}); err != nil {
-		return natsErr("seen set", err)
+		return eventlog.NATSErr("seen set", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package eventlog_test
+package idempotency_test
 
 import (
 	"bytes"
@@ -10,11 +10,13 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/eventlog/idempotency"
+	"github.com/partnergiving/giving/secrets"
 )
 
-func openIdem(t *testing.T, l *eventlog.Ledger, secrets *eventlog.Secrets, instance string, lease time.Duration) *eventlog.Idempotency {
+func openIdem(t *testing.T, l *eventlog.Ledger, secrets *secrets.Secrets, instance string, lease time.Duration) *idempotency.Store {
 	t.Helper()
-	s, err := l.OpenIdempotency(context.Background(), secrets, eventlog.IdempotencyConfig{Instance: instance, Lease: lease, Settle: time.Millisecond})
+	s, err := idempotency.Open(context.Background(), l, secrets, idempotency.Config{Instance: instance, Lease: lease, Settle: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +26,7 @@ func openIdem(t *testing.T, l *eventlog.Ledger, secrets *eventlog.Secrets, insta
 func TestIdempotencyRecordLifecycle(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	secrets, err := eventlog.LoadSecrets("", t.TempDir())
+	secrets, err := secrets.Load("", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 		t.Fatalf("other request after completion: %+v", r)
 	}
 	// Stored answers are sealed: the bucket never holds them in clear.
-	kv, err := l.JetStreamForTest().KeyValue(ctx, "REQUESTS_SANDBOX")
+	kv, err := l.JetStream().KeyValue(ctx, "REQUESTS_SANDBOX")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 func TestIdempotencyTakeoverAfterCrash(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
-	secrets, _ := eventlog.LoadSecrets("", t.TempDir())
+	secrets, _ := secrets.Load("", t.TempDir())
 	before := openIdem(t, l, secrets, "host:/data", time.Hour)
 	if r, _ := before.Begin(ctx, "pt_a", "k", "fp"); r.Claim == nil {
 		t.Fatal("no claim")

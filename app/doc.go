@@ -13,6 +13,5 @@
 // HTTP, HTML or flags: the transports (httpapi, the CLI) decode, call and
 // encode.
 //
-// Imports: domain, eventlog, projections, simulators, telemetry. Imported by the
-// transports and the wiring (internal/stack, cmd).
+// What it may import is checked by TestImportRules (internal/imports).
 package app

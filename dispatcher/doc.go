@@ -34,7 +34,7 @@
 //     as a JetStream scheduled message (Nats-Schedule: @at ...), which the
 //     server moves back onto the endpoint's queue when it is due. Waiting
 //     retries hold no consumer slot and no memory, and survive restarts.
-//   - Attempts go to the attempt log (eventlog.AttemptLog), never the ledger;
+//   - Attempts go to the attempt log (delivery.AttemptLog), never the ledger;
 //     a success is logged without waiting for the server.
 //     Each carries the start of the endpoint's run of failures; once every
 //     attempt failed for Config.DisableAfter the endpoint is disabled
@@ -58,6 +58,7 @@
 // endpoint reaches every attempt not yet made: attempts read the address
 // from the table, and an event of a type no longer subscribed to is settled
 // unsent.
-// Imports: domain, eventlog, projections, telemetry. Imported by the wiring, which also
-// hands it to app as the app.Webhooks the endpoint use cases call.
+//
+// The wiring hands it to app as the app.Webhooks the endpoint use cases
+// call. What it may import is checked by TestImportRules (internal/imports).
 package dispatcher

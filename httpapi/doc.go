@@ -14,7 +14,6 @@
 // into application/problem+json with the status its catalogue entry names.
 // Reads that need no rule (get and list) come straight from the projections.
 //
-// Imports: app, domain, projections, telemetry. Never eventlog or NATS: the ledger is
-// reached only through the use cases. Imported by the wiring
-// (internal/stack) and the tests.
+// The ledger is reached only through the use cases: never eventlog or NATS
+// from here, as TestImportRules (internal/imports) checks.
 package httpapi

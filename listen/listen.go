@@ -14,7 +14,7 @@
 // it, so after a clean stop none is lost and none forwarded twice. The
 // first run starts from the end of the feed ("now"), unless FromStart.
 //
-// Imports: domain. Imported by cmd/giving (giving listen).
+// What it may import is checked by TestImportRules (internal/imports).
 package listen
 
 import (

@@ -8,6 +8,5 @@
 // from the checkpoint. The file is disposable: Rebuild replays the ledger
 // from sequence 1 into a new file that is swapped in atomically.
 //
-// Imports: domain, eventlog, telemetry, bbolt. Imported by app (the rules that read),
-// httpapi (plain reads), dispatcher (endpoints) and the wiring.
+// What it may import is checked by TestImportRules (internal/imports).
 package projections

@@ -5,5 +5,5 @@
 // reports the edge's answer as it is: its status and, when it refused the
 // webhook, its problem+json body. Nothing here calls a handler directly.
 //
-// Imports: domain. Imported by app, whose sandbox use cases drive it.
+// What it may import is checked by TestImportRules (internal/imports).
 package simulators

@@ -10,7 +10,5 @@
 // chooses. A nil *Metrics records nothing, so commands that open the ledger
 // without serving (the operator CLI) need no registry.
 //
-// Imports: no package of this module, and never NATS. Imported by the
-// packages that record (eventlog, projections, dispatcher, app, httpapi) and
-// by the wiring (internal/stack, cmd).
+// What it may import is checked by TestImportRules (internal/imports).
 package telemetry

@@ -130,6 +130,5 @@
 //   - A transfer returned after acceptance reads as ErrNotAccepted: this
 //     package does not report the reversal of a credit already made.
 //
-// Imports: the standard library only. Imported by nothing yet: the service's
-// bank port, its edge route and its deposit simulator will use it.
+// What it may import is checked by TestImportRules (internal/imports).
 package increase

@@ -101,7 +101,7 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 	if err := s.simulate(partner, d.ChurchID); err != nil {
 		return simulators.DepositResult{}, err
 	}
-	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: requestName(ctx)}
+	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: s.requestName()}
 	if sim.Trace == "" && sim.Request != "" {
 		sim.Trace = simulators.DerivedTrace(sim.Request)
 	}
@@ -114,7 +114,7 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 		if ts != "" && d.Trace == "" {
 			// The key's own deposit is credited already: this is a retry
 			// whose first answer (and key record) was lost.
-			markReplayed(ctx)
+			s.req.markReplayed()
 		}
 	}
 	res, err := s.simulator.Deposit(ctx, sim)

@@ -63,8 +63,17 @@ type Deps struct {
 	KeyUse *keyuse.Store
 }
 
-// Service runs the use cases of one instance.
+// Service runs the use cases of one instance. Under binds it to one
+// partner request, whose Idempotency-Key the use cases' commands run under.
 type Service struct {
+	*instance
+	// req is the claimed request the use cases run for (Under); nil
+	// outside one.
+	req *Request
+}
+
+// instance is what the use cases run on, shared by every request.
+type instance struct {
 	cfg       Config
 	log       zerolog.Logger
 	ledger    *eventlog.Ledger
@@ -94,13 +103,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Service{
+	return &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
 		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
-	}, nil
+	}}, nil
 }
 
 // Env is the stack the service runs.
@@ -114,17 +123,20 @@ func (s *Service) Now() time.Time { return s.cfg.Now() }
 const readWait = 5 * time.Second
 
 // run is the one way a use case writes: it executes the command (under the
-// request's Idempotency-Key, if the context carries one, so a retry can
-// never append twice, and after a crash takeover first looking for what the
-// dead request appended) and, when it appended, waits until the local
+// request's Idempotency-Key when the service runs for one (Under), so a
+// retry can never append twice, first looking for what an earlier run of
+// the request appended) and, when it appended, waits until the local
 // projections have applied the event, so the answer and any read that
 // follows on this instance see the write.
 func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
-	claimed := underClaim(ctx, &cmd, s.recall)
+	claimed := s.req != nil && cmd.MsgID == ""
+	if claimed {
+		s.req.next(&cmd)
+	}
 	ctx, span := telemetry.Start(ctx, useCase())
-	out, err := s.ledger.Execute(ctx, cmd)
+	out, err := s.execute(ctx, cmd, claimed)
 	if err == nil && out.Record != nil && claimed {
-		err = settleClaimed(ctx, cmd, out)
+		err = s.req.settleClaimed(cmd, out)
 	}
 	if err == nil && out.Record != nil {
 		span.SetAttributes(telemetry.Attr("giving.event_type", out.Record.Type), attribute.Bool("giving.replayed", out.Replayed))
@@ -132,6 +144,25 @@ func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outco
 	}
 	telemetry.End(span, err)
 	return out, err
+}
+
+// execute runs a command on the ledger. A claimed one first looks for
+// what an earlier run of the request appended: after a crash takeover, and
+// also when the key's record itself was lost (records are operational and
+// persist asynchronously, so a crash can lose the newest), which Begin
+// cannot tell from a first run. The look-up reads the projections once they
+// have caught up with the ledger; it writes nothing.
+func (s *Service) execute(ctx context.Context, cmd eventlog.Command, claimed bool) (eventlog.Outcome, error) {
+	if claimed {
+		rec, found, err := s.recall(ctx, cmd.MsgID)
+		if err != nil {
+			return eventlog.Outcome{}, fmt.Errorf("command %s/%s: recall: %w", cmd.Partner, cmd.Aggregate, err)
+		}
+		if found {
+			return eventlog.Outcome{Record: &rec, Replayed: true}, nil
+		}
+	}
+	return s.ledger.Execute(ctx, cmd)
 }
 
 // useCase names the span of a command after the exported use case that

@@ -48,10 +48,6 @@ type Command struct {
 	// the ledger. The append still expects the aggregate to be empty, so an
 	// id that did exist conflicts and the next attempt loads it.
 	New bool
-	// Recall, when set, finds an earlier append with MsgID. It is used when a
-	// request is retried after a crash, to answer with what was already done
-	// instead of deciding again.
-	Recall func(ctx context.Context, msgID string) (Record, bool, error)
 	// Decide returns the event to append, or nil when nothing changes.
 	Decide func(ctx context.Context, h History) (*domain.Event, error)
 }
@@ -61,7 +57,9 @@ type Outcome struct {
 	// Record is the stored event, or nil when Decide returned nil.
 	Record *Record
 	// Replayed is true when the event was appended by an earlier run of the
-	// same command (same MsgID) and nothing new was stored.
+	// same command (same MsgID) and nothing new was stored. (A caller that
+	// found the earlier run's event itself, before executing, reports it
+	// the same way.)
 	Replayed bool
 }
 
@@ -72,15 +70,6 @@ const maxAttempts = 25
 // nobody wrote to the aggregate in between. On a conflict it reloads and
 // decides again.
 func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
-	if cmd.Recall != nil && cmd.MsgID != "" {
-		rec, found, err := cmd.Recall(ctx, cmd.MsgID)
-		if err != nil {
-			return Outcome{}, fmt.Errorf("command %s/%s: recall: %w", cmd.Partner, cmd.Aggregate, err)
-		}
-		if found {
-			return Outcome{Record: &rec, Replayed: true}, nil
-		}
-	}
 	tu, release, err := l.turns.take(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 )
 
@@ -53,7 +54,7 @@ type rowResult struct {
 
 // importChurches creates a batch of churches. A bad row is rejected on its
 // own and never fails the batch; the answer has one result per row, in order.
-func (s *Server) importChurches(w http.ResponseWriter, r *http.Request) {
+func (s *Server) importChurches(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req importRequest
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
@@ -70,7 +71,7 @@ func (s *Server) importChurches(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, domain.ProblemBatchTooLarge, "An import holds at most "+strconv.Itoa(domain.MaxImportRows)+" churches; this one has "+strconv.Itoa(len(raw))+".", nil)
 		return
 	}
-	results, err := s.app.ImportChurches(r.Context(), partnerID(r), decodeImportRows(raw))
+	results, err := s.app.Under(claimed).ImportChurches(r.Context(), partnerID(r), decodeImportRows(raw))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -212,7 +213,7 @@ type churchPatchRequest struct {
 
 // updateChurch renames a church or changes its external id: a member left
 // out stays as it is; "external_id": null removes it.
-func (s *Server) updateChurch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) updateChurch(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req churchPatchRequest
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
@@ -247,7 +248,7 @@ func (s *Server) updateChurch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	c, err := s.app.UpdateChurch(r.Context(), partnerID(r), mux.Vars(r)["id"], p)
+	c, err := s.app.Under(claimed).UpdateChurch(r.Context(), partnerID(r), mux.Vars(r)["id"], p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -257,12 +258,12 @@ func (s *Server) updateChurch(w http.ResponseWriter, r *http.Request) {
 
 // archiveChurch archives a church. It takes no body (an empty JSON object
 // is accepted).
-func (s *Server) archiveChurch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) archiveChurch(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	if err := decodeOptional(r, &struct{}{}); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	c, err := s.app.ArchiveChurch(r.Context(), partnerID(r), mux.Vars(r)["id"])
+	c, err := s.app.Under(claimed).ArchiveChurch(r.Context(), partnerID(r), mux.Vars(r)["id"])
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -135,13 +135,15 @@ func (s *Server) enrollmentMove(w http.ResponseWriter, r *http.Request, move fun
 
 // bodilessMove serves a move that takes no body (an empty JSON object is
 // accepted too): pause and resume.
-func (s *Server) bodilessMove(move func(ctx context.Context, partner, id string) (app.Enrollment, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) bodilessMove(move func(a *app.Service, ctx context.Context, partner, id string) (app.Enrollment, error)) claimedHandler {
+	return func(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 		if err := decodeOptional(r, &struct{}{}); err != nil {
 			writeError(w, r, err)
 			return
 		}
-		s.enrollmentMove(w, r, move)
+		s.enrollmentMove(w, r, func(ctx context.Context, partner, id string) (app.Enrollment, error) {
+			return move(s.app.Under(claimed), ctx, partner, id)
+		})
 	}
 }
 
@@ -150,14 +152,14 @@ type cancelRequest struct {
 }
 
 // cancelEnrollment takes an optional body {reason}.
-func (s *Server) cancelEnrollment(w http.ResponseWriter, r *http.Request) {
+func (s *Server) cancelEnrollment(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req cancelRequest
 	if err := decodeOptional(r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	s.enrollmentMove(w, r, func(ctx context.Context, partner, id string) (app.Enrollment, error) {
-		return s.app.CancelEnrollment(ctx, partner, id, req.Reason)
+		return s.app.Under(claimed).CancelEnrollment(ctx, partner, id, req.Reason)
 	})
 }
 
@@ -165,13 +167,13 @@ type updateRequest struct {
 	Value json.RawMessage `json:"value"`
 }
 
-func (s *Server) updateEnrollment(w http.ResponseWriter, r *http.Request) {
+func (s *Server) updateEnrollment(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req updateRequest
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	s.enrollmentMove(w, r, func(ctx context.Context, partner, id string) (app.Enrollment, error) {
-		return s.app.UpdateEnrollment(ctx, partner, id, req.Value)
+		return s.app.Under(claimed).UpdateEnrollment(ctx, partner, id, req.Value)
 	})
 }

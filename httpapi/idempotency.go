@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,8 +49,9 @@ func validIdempotencyKey(k string) bool {
 // the key is released and the answer is 503 outcome-unknown with
 // Retry-After, so the retry gets the original answer (recalled from the
 // ledger) and never a second effect. A claim that cannot be made or
-// trusted is a 503 too: no request runs unclaimed.
-func (s *Server) idempotent(next http.Handler) http.Handler {
+// trusted is a 503 too: no request runs unclaimed. The rules themselves
+// are app's (Service.Idempotent); this maps them to HTTP.
+func (s *Server) idempotent(next claimedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header["Idempotency-Key"]
 		if len(key) == 0 {
@@ -68,87 +68,52 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		fp := s.fingerprint(r, body)
-		begin, err := s.app.BeginRequest(r.Context(), partnerID(r), key[0], fp)
+		rec := &recorder{header: http.Header{}}
+		h, err := s.app.Idempotent(r.Context(), partnerID(r), key[0], fp, func(ctx context.Context, claimed *app.Request) app.Answer {
+			r := r.WithContext(ctx)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next(rec, r, claimed)
+			return app.Answer{Status: rec.status, Body: rec.body.Bytes()}
+		})
 		if err != nil {
 			// Without a trustworthy claim the request must not run.
 			writeError(w, r, fmt.Errorf("%w: idempotency begin: %w", domain.ErrUnavailable, err))
 			return
 		}
+		if h.CompleteErr != nil {
+			logger(r.Context()).Error().Err(h.CompleteErr).Msg("idempotency complete failed")
+		}
+		if h.ReleaseErr != nil {
+			logger(r.Context()).Error().Err(h.ReleaseErr).Msg("idempotency release failed")
+		}
 		switch {
-		case begin.Mismatch:
+		case h.Mismatch:
 			writeProblem(w, r, domain.ProblemIdempotencyKeyReused, "This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", nil)
-			return
-		case begin.InFlight:
-			secs := strconv.Itoa(int(begin.RetryAfter / time.Second))
+		case h.InFlight:
+			secs := strconv.Itoa(int(h.RetryAfter / time.Second))
 			w.Header().Set("Retry-After", secs)
 			writeProblem(w, r, domain.ProblemIdempotencyInFlight, "A request with this Idempotency-Key is still running. Retry after "+secs+" seconds to get its result.", nil)
-			return
-		case begin.Replay != nil:
+		case h.Replay != nil:
 			s.cfg.Metrics.IdempotentReplay()
-			replay(w, begin.Replay)
-			return
-		}
-		claim := begin.Claim
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		// The request may run only while it holds the key.
-		ctx, cancel := context.WithDeadline(app.WithClaim(r.Context(), claim), claim.RunUntil)
-		defer cancel()
-		r = r.WithContext(ctx)
-		rec := &recorder{header: http.Header{}}
-		defer func() {
-			// A panic is answered 500 further out; release the key so a
-			// retry need not wait out the lease.
-			if v := recover(); v != nil {
-				s.settle(r, claim, fp, &recorder{status: http.StatusInternalServerError})
-				panic(v)
-			}
-		}()
-		next.ServeHTTP(rec, r)
-		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
-		if timedOut {
-			// It ran past its time: whatever it did is for the retry to
-			// recall, once the key is released.
-			rec = &recorder{status: http.StatusServiceUnavailable}
-		}
-		if sendable := s.settle(r, claim, fp, rec); timedOut || !sendable {
+			replay(w, h.Replay)
+		case h.Unrecorded:
 			// The answer is not recorded: sending it would let a retry run
 			// the key afresh. The retry gets the original answer instead.
 			w.Header().Set("Retry-After", "1")
 			writeProblem(w, r, domain.ProblemOutcomeUnknown, "The request ran, or may have, but its answer could not be recorded safely. Retry with the same Idempotency-Key and the same request: the retry answers with the original result and makes no second effect.", nil)
-			return
-		}
-		if app.Replayed(r.Context()) && rec.status < 300 {
+		case h.Replayed:
 			// The effect was already in the ledger, made by an earlier run
 			// of this request whose record was lost: answer as a replay.
-			replay(w, &app.StoredResponse{Status: rec.status, Body: rec.body.Bytes()})
-			return
+			replay(w, &h.Answer)
+		default:
+			rec.flush(w)
 		}
-		rec.flush(w)
 	})
 }
 
-// settle stores the response under the key, or releases the key after a
-// failure of ours, and reports whether the response may be sent: a 5xx
-// always (its retry runs the key again), any other answer only once it is
-// stored. An answer that could not be stored releases the key, so the retry
-// runs at once and recalls what this run appended. The request context may
-// be gone (client hung up, time limit); the record is still written, within
-// the claim's hold on the key.
-func (s *Server) settle(r *http.Request, c *app.Claim, fp string, rec *recorder) bool {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), c.HoldUntil)
-	defer cancel()
-	if rec.status < 500 && rec.status != 0 {
-		err := s.app.CompleteRequest(ctx, c, fp, rec.status, rec.body.Bytes())
-		if err == nil {
-			return true
-		}
-		logger(r.Context()).Error().Err(err).Msg("idempotency complete failed")
-	}
-	if err := s.app.ReleaseRequest(ctx, c, fp); err != nil {
-		logger(r.Context()).Error().Err(err).Msg("idempotency release failed")
-	}
-	return rec.status >= 500
-}
+// claimedHandler serves a POST or PATCH under its Idempotency-Key: claimed
+// is the request whose claim its use cases run under (app.Service.Under).
+type claimedHandler func(w http.ResponseWriter, r *http.Request, claimed *app.Request)
 
 func replay(w http.ResponseWriter, sr *app.StoredResponse) {
 	status, ct := sr.Status, "application/json"

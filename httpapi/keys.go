@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 )
 
@@ -52,7 +53,7 @@ type previousKeyRef struct {
 
 // rollAPIKey issues a new key in place of the one the request carries,
 // which keeps working for expire_current_in seconds.
-func (s *Server) rollAPIKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) rollAPIKey(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req struct {
 		ExpireCurrentIn *int64 `json:"expire_current_in"`
 	}
@@ -72,7 +73,7 @@ func (s *Server) rollAPIKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := principalFrom(r.Context())
-	rolled, err := s.app.RollKey(r.Context(), p.PartnerID, p.KeyID, overlap)
+	rolled, err := s.app.Under(claimed).RollKey(r.Context(), p.PartnerID, p.KeyID, overlap)
 	if err != nil {
 		writeError(w, r, err)
 		return

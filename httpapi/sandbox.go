@@ -58,11 +58,11 @@ type payrollSimulation struct {
 	ChurchID     string `json:"church_id"`
 }
 
-func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request) {
+func (s *Server) simulatePayroll(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	simulate(w, r, func(req *payrollSimulation, v *domain.Validation) {
 		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID)
 	}, func(ctx context.Context, req *payrollSimulation) (simulatedAnswer, error) {
-		a, err := s.app.SimulatePayrollConnected(ctx, partnerID(r), req.EnrollmentID, req.ChurchID)
+		a, err := s.app.Under(claimed).SimulatePayrollConnected(ctx, partnerID(r), req.EnrollmentID, req.ChurchID)
 		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem}, err
 	})
 }
@@ -73,14 +73,14 @@ type payrollEndSimulation struct {
 	Reason       string `json:"reason"`
 }
 
-func (s *Server) simulatePayrollEnded(w http.ResponseWriter, r *http.Request) {
+func (s *Server) simulatePayrollEnded(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	simulate(w, r, func(req *payrollEndSimulation, v *domain.Validation) {
 		required(v, "enrollment_id", req.EnrollmentID, "church_id", req.ChurchID, "reason", req.Reason)
 		if req.Reason != "" && !slices.Contains(domain.EndReasons, req.Reason) {
 			v.Add("reason", "must be one of %s", strings.Join(domain.EndReasons, ", "))
 		}
 	}, func(ctx context.Context, req *payrollEndSimulation) (simulatedAnswer, error) {
-		a, err := s.app.SimulatePayrollEnded(ctx, partnerID(r), req.EnrollmentID, req.ChurchID, req.Reason)
+		a, err := s.app.Under(claimed).SimulatePayrollEnded(ctx, partnerID(r), req.EnrollmentID, req.ChurchID, req.Reason)
 		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem}, err
 	})
 }
@@ -92,14 +92,14 @@ type depositSimulation struct {
 	Trace      string          `json:"trace"`
 }
 
-func (s *Server) simulateDeposit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) simulateDeposit(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	simulate(w, r, func(req *depositSimulation, v *domain.Validation) {
 		required(v, "church_id", req.ChurchID, "account_ref", req.AccountRef)
 		if len(req.Amount) == 0 || string(req.Amount) == "null" {
 			v.Add("amount", "is required")
 		}
 	}, func(ctx context.Context, req *depositSimulation) (simulatedAnswer, error) {
-		res, err := s.app.SimulateDeposit(ctx, partnerID(r), app.SimulatedDeposit(*req))
+		res, err := s.app.Under(claimed).SimulateDeposit(ctx, partnerID(r), app.SimulatedDeposit(*req))
 		return simulatedAnswer{StatusCode: res.StatusCode, Problem: res.Problem,
 			Simulated: map[string]string{"event_type": "ach.credit.received", "trace": res.Trace, "bank_ts": res.BankTS}}, err
 	})
@@ -111,7 +111,7 @@ type kycSimulation struct {
 	Outcome  string `json:"outcome"`
 }
 
-func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request) {
+func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	simulate(w, r, func(req *kycSimulation, v *domain.Validation) {
 		required(v, "church_id", req.ChurchID, "donor_id", req.DonorID)
 		switch req.Outcome {
@@ -122,7 +122,7 @@ func (s *Server) simulateKYC(w http.ResponseWriter, r *http.Request) {
 			v.Add("outcome", "must be passed, review or failed")
 		}
 	}, func(ctx context.Context, req *kycSimulation) (simulatedAnswer, error) {
-		a, err := s.app.SimulateKYC(ctx, partnerID(r), req.ChurchID, req.DonorID, req.Outcome)
+		a, err := s.app.Under(claimed).SimulateKYC(ctx, partnerID(r), req.ChurchID, req.DonorID, req.Outcome)
 		return simulatedAnswer{StatusCode: a.StatusCode, Problem: a.Problem, Simulated: req.Outcome}, err
 	})
 }

@@ -102,63 +102,65 @@ func (s *Server) routes() {
 	r.HandleFunc("/", serveRoot)
 
 	partner := func(method, path string, h http.HandlerFunc) {
-		r.Handle(path, s.partnerChain(method, h)).Methods(method)
+		r.Handle(path, s.partnerChain(h)).Methods(method)
 	}
-	partner(http.MethodPost, "/v1/churches/import", s.importChurches)
+	// write registers a POST or PATCH: it runs under its Idempotency-Key.
+	write := func(method, path string, h claimedHandler) {
+		r.Handle(path, s.partnerChain(s.idempotent(h))).Methods(method)
+	}
+	write(http.MethodPost, "/v1/churches/import", s.importChurches)
 	partner(http.MethodGet, "/v1/churches", s.listChurches)
 	partner(http.MethodGet, "/v1/churches/{id}", s.getChurch)
-	partner(http.MethodPatch, "/v1/churches/{id}", s.updateChurch)
-	partner(http.MethodPost, "/v1/churches/{id}/archive", s.archiveChurch)
+	write(http.MethodPatch, "/v1/churches/{id}", s.updateChurch)
+	write(http.MethodPost, "/v1/churches/{id}/archive", s.archiveChurch)
 	partner(http.MethodGet, "/v1/events", s.listEvents)
 	partner(http.MethodGet, "/v1/events/{id}", s.getEvent)
 	partner(http.MethodGet, "/v1/event_types", s.listEventTypes)
-	partner(http.MethodPost, "/v1/donor_sessions", s.createSession)
+	write(http.MethodPost, "/v1/donor_sessions", s.createSession)
 	partner(http.MethodGet, "/v1/donor_sessions/{id}", s.getSession)
 	partner(http.MethodGet, "/v1/enrollments", s.listEnrollments)
 	partner(http.MethodGet, "/v1/enrollments/{id}", s.getEnrollment)
-	partner(http.MethodPost, "/v1/enrollments/{id}/cancel", s.cancelEnrollment)
-	partner(http.MethodPost, "/v1/enrollments/{id}/pause", s.bodilessMove(s.app.PauseEnrollment))
-	partner(http.MethodPost, "/v1/enrollments/{id}/resume", s.bodilessMove(s.app.ResumeEnrollment))
-	partner(http.MethodPost, "/v1/enrollments/{id}/update", s.updateEnrollment)
+	write(http.MethodPost, "/v1/enrollments/{id}/cancel", s.cancelEnrollment)
+	write(http.MethodPost, "/v1/enrollments/{id}/pause", s.bodilessMove((*app.Service).PauseEnrollment))
+	write(http.MethodPost, "/v1/enrollments/{id}/resume", s.bodilessMove((*app.Service).ResumeEnrollment))
+	write(http.MethodPost, "/v1/enrollments/{id}/update", s.updateEnrollment)
 	for _, v := range vendorRoutes {
 		r.HandleFunc("/edge/"+v.kind, s.edge(v)).Methods(http.MethodPost)
 	}
 	// The simulators exist only on the sandbox stack; in production every
 	// /sandbox path is an ordinary 404.
 	if s.app.HasSimulators() {
-		partner(http.MethodPost, "/sandbox/simulate/payroll-connected", s.simulatePayroll)
-		partner(http.MethodPost, "/sandbox/simulate/payroll-ended", s.simulatePayrollEnded)
-		partner(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
-		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
+		write(http.MethodPost, "/sandbox/simulate/payroll-connected", s.simulatePayroll)
+		write(http.MethodPost, "/sandbox/simulate/payroll-ended", s.simulatePayrollEnded)
+		write(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
+		write(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
 	s.flowRoutes(r)
-	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
+	write(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
-	partner(http.MethodPatch, "/v1/webhook_endpoints/{id}", s.updateWebhookEndpoint)
+	write(http.MethodPatch, "/v1/webhook_endpoints/{id}", s.updateWebhookEndpoint)
 	partner(http.MethodDelete, "/v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/rotate_secret", s.rotateWebhookSecret)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/resend", s.resendWebhookEvent)
-	partner(http.MethodPost, "/v1/webhook_endpoints/{id}/recover", s.recoverWebhookEndpoint)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/rotate_secret", s.rotateWebhookSecret)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/test", s.testWebhookEndpoint)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/disable", s.disableWebhookEndpoint)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/enable", s.enableWebhookEndpoint)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/resend", s.resendWebhookEvent)
+	write(http.MethodPost, "/v1/webhook_endpoints/{id}/recover", s.recoverWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/recoveries/{recovery_id}", s.getRecovery)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 	partner(http.MethodGet, "/v1/api_keys", s.listAPIKeys)
-	partner(http.MethodPost, "/v1/api_keys/roll", s.rollAPIKey)
+	write(http.MethodPost, "/v1/api_keys/roll", s.rollAPIKey)
 	partner(http.MethodDelete, "/v1/api_keys/{prefix}", s.revokeAPIKey)
 	s.router = r
 }
 
 // partnerChain is the middleware every /v1 and /sandbox route runs:
-// authentication, then the key's rate limit, then for POSTs and PATCHes the
-// Idempotency-Key contract. Routes are registered on the root router, not a
-// subrouter, so that a wrong method is a 405 rather than a 404.
-func (s *Server) partnerChain(method string, h http.Handler) http.Handler {
-	if method == http.MethodPost || method == http.MethodPatch {
-		h = s.idempotent(h)
-	}
+// authentication, then the key's rate limit; POSTs and PATCHes are
+// registered (write) with the Idempotency-Key contract inside it. Routes
+// are registered on the root router, not a subrouter, so that a wrong
+// method is a 405 rather than a 404.
+func (s *Server) partnerChain(h http.Handler) http.Handler {
 	return s.authenticate(s.rateLimit(h))
 }
 

@@ -51,13 +51,13 @@ type sessionRequest struct {
 }
 
 // createSession opens a donor session and returns its hosted-flow url once.
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req sessionRequest
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	created, err := s.app.CreateSession(r.Context(), partnerID(r), app.SessionRequest(req))
+	created, err := s.app.Under(claimed).CreateSession(r.Context(), partnerID(r), app.SessionRequest(req))
 	if err != nil {
 		writeError(w, r, err)
 		return

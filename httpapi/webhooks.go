@@ -77,7 +77,7 @@ type endpointRequest struct {
 
 // createWebhookEndpoint registers a receiver. The secret is generated here,
 // sealed before it reaches the ledger, and shown in this answer only.
-func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req endpointRequest
 	if err := decodeJSON(r, &req); err != nil {
 		writeError(w, r, err)
@@ -108,7 +108,7 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	created, err := s.app.CreateEndpoint(r.Context(), partnerID(r), n)
+	created, err := s.app.Under(claimed).CreateEndpoint(r.Context(), partnerID(r), n)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -118,7 +118,7 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 
 // updateWebhookEndpoint changes the fields the body names; the others stay
 // as they are. Metadata is merged: a key set to "" is removed.
-func (s *Server) updateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) updateWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req endpointRequest
 	if err := decodeOptional(r, &req); err != nil {
 		writeError(w, r, err)
@@ -131,7 +131,7 @@ func (s *Server) updateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 			c.Metadata = map[string]string{}
 		}
 	}
-	ep, err := s.app.UpdateEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"], c)
+	ep, err := s.app.Under(claimed).UpdateEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"], c)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -142,7 +142,7 @@ func (s *Server) updateWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 // rotateWebhookSecret replaces the endpoint's secret; the answer shows the
 // new one, once. The previous one signs beside it for expire_current_in
 // seconds (default a day).
-func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req struct {
 		ExpireCurrentIn *int64 `json:"expire_current_in"`
 	}
@@ -158,7 +158,7 @@ func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rotated, err := s.app.RotateSecret(r.Context(), partnerID(r), mux.Vars(r)["id"], overlap)
+	rotated, err := s.app.Under(claimed).RotateSecret(r.Context(), partnerID(r), mux.Vars(r)["id"], overlap)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -208,12 +208,12 @@ func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
 // enabled; enableWebhookEndpoint starts them again, without replaying what
 // happened meanwhile. Both answer with the endpoint and take no body (an
 // empty JSON object is accepted too).
-func (s *Server) disableWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
-	s.switchEndpoint(w, r, s.app.DisableEndpoint)
+func (s *Server) disableWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
+	s.switchEndpoint(w, r, s.app.Under(claimed).DisableEndpoint)
 }
 
-func (s *Server) enableWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
-	s.switchEndpoint(w, r, s.app.EnableEndpoint)
+func (s *Server) enableWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
+	s.switchEndpoint(w, r, s.app.Under(claimed).EnableEndpoint)
 }
 
 func (s *Server) switchEndpoint(w http.ResponseWriter, r *http.Request, change func(context.Context, string, string) (projections.WebhookEndpoint, error)) {
@@ -232,7 +232,7 @@ func (s *Server) switchEndpoint(w http.ResponseWriter, r *http.Request, change f
 // resendWebhookEvent sends one stored event to the endpoint again, as one
 // new attempt; the answer names the attempt, which the deliveries list
 // shows once it is made.
-func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request) {
+func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req struct {
 		EventID *string `json:"event_id"`
 	}
@@ -246,7 +246,7 @@ func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, v.Err())
 		return
 	}
-	id, err := s.app.ResendEvent(r.Context(), partnerID(r), mux.Vars(r)["id"], *req.EventID)
+	id, err := s.app.Under(claimed).ResendEvent(r.Context(), partnerID(r), mux.Vars(r)["id"], *req.EventID)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -257,7 +257,7 @@ func (s *Server) resendWebhookEvent(w http.ResponseWriter, r *http.Request) {
 // recoverWebhookEndpoint starts re-delivering a range of the endpoint's
 // events; the recovery runs in the background and its progress is read at
 // GET .../recoveries/{recovery_id}.
-func (s *Server) recoverWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) recoverWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	var req struct {
 		Since       *string `json:"since"`
 		SinceCursor *string `json:"since_cursor"`
@@ -285,7 +285,7 @@ func (s *Server) recoverWebhookEndpoint(w http.ResponseWriter, r *http.Request) 
 		}
 		rg.SinceCursor = &after
 	}
-	rec, err := s.app.RecoverEndpoint(r.Context(), pid, mux.Vars(r)["id"], rg)
+	rec, err := s.app.Under(claimed).RecoverEndpoint(r.Context(), pid, mux.Vars(r)["id"], rg)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -338,12 +338,12 @@ type testDeliveryView struct {
 
 // testWebhookEndpoint sends a test delivery at once. It takes no body; an
 // empty JSON object is accepted too.
-func (s *Server) testWebhookEndpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) testWebhookEndpoint(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
 	if err := decodeOptional(r, &struct{}{}); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	at, err := s.app.TestEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"])
+	at, err := s.app.Under(claimed).TestEndpoint(r.Context(), partnerID(r), mux.Vars(r)["id"])
 	if err != nil {
 		writeError(w, r, err)
 		return

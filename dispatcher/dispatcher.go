@@ -119,6 +119,9 @@ type Dispatcher struct {
 	pushers map[string]*pusher
 	closing bool
 	jobs    sync.WaitGroup
+	// spills are the fan-out's rounds still waiting for their spilled
+	// first attempts to be stored, to settle their events.
+	spills sync.WaitGroup
 
 	// disable turns an endpoint off for failing (app.Service.FailEndpoint).
 	disable func(ctx context.Context, partner, endpoint string) error
@@ -232,6 +235,9 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		d.runWorkers(ctx)
 	}()
 	wg.Wait()
+	// The fan-out has stopped: its last spills settle their events (at
+	// once, as ctx has ended) before the settlements are flushed below.
+	d.spills.Wait()
 	d.mu.Lock()
 	d.closing = true
 	workers := d.workers

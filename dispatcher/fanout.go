@@ -124,7 +124,7 @@ func (d *Dispatcher) fanOutRound(ctx context.Context, batch []eventlog.Delivery)
 		}
 	}
 	if len(spills) > 0 {
-		go d.settleSpills(ctx, spills)
+		d.spills.Go(func() { d.settleSpills(ctx, spills) })
 	}
 }
 

@@ -84,7 +84,7 @@ func (f *serveFlags) tls() (bool, *x509.CertPool, error) {
 	return true, roots, nil
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("giving serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs)
@@ -151,9 +151,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	// Metrics are up while the projections catch up, so the lag shows.
 	defer f.telemetry.serveMetrics(metricsLn, st.Metrics, stdout, log)()
+	// The stack closes once, whichever way serving ends: after HTTP has
+	// drained, before the metrics listener stops.
+	defer func() { err = errors.Join(err, st.Close()) }()
 	if err := st.Start(ctx); err != nil {
 		return err
 	}
@@ -185,12 +187,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
-	// Drain HTTP first, then stop the projector and NATS (stack.Close).
+	// Drain HTTP first, then stop the projector and NATS (stack.Close,
+	// deferred above).
 	log.Info().Msg("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error().Err(err).Msg("http shutdown")
 	}
-	return st.Close()
+	return nil
 }

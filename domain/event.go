@@ -193,16 +193,6 @@ func marshalPlain(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// DecodeEnvelope turns envelope bytes of a current event type back into an
-// Event. The caller supplies the partner and aggregate, which the ledger
-// keeps in the subject.
-func DecodeEnvelope(partnerID, aggregateID string, data []byte) (Event, error) {
-	return decodeEnvelope(partnerID, aggregateID, data, func(typ string) (EventSpec, bool) {
-		spec, ok := catalogue[typ]
-		return spec, ok
-	})
-}
-
 // DecodeStored turns a stored event back into an Event. public is the
 // visibility the ledger stored it under (its subject says), which decides
 // between a current type and a retired internal one of the same name: an

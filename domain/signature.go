@@ -171,17 +171,6 @@ func (k macKey) sum(prefix string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// SignStandard returns the Standard Webhooks signature of body:
-// "v1,<base64 of HMAC-SHA256 over "<id>.<unix t>.<body>">", keyed with
-// StandardKey(secret).
-func SignStandard(secret, id string, t time.Time, body []byte) string {
-	return signStandard(StandardKey(secret), id, strconv.FormatInt(t.Unix(), 10), body)
-}
-
-func signStandard(key []byte, id, ts string, body []byte) string {
-	return standardSignature(macKey{key: key}.sum(id+"."+ts, body))
-}
-
 func standardSignature(sum []byte) string { return "v1," + base64.StdEncoding.EncodeToString(sum) }
 
 // StandardKey is the HMAC key the Standard Webhooks scheme derives from a

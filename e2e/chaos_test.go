@@ -14,7 +14,6 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
-	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
@@ -34,7 +33,7 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 	const masterKey = "5e1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778b"
 	const origin = "https://chaos.example"
 	ledgerStream := eventlog.StreamName(domain.Sandbox)
-	requestsBucket, _ := idempotency.KeyRecord(domain.Sandbox, "", "")
+	requestsBucket, _ := eventlogtest.KeyRecord(domain.Sandbox, "", "")
 	requestsStream := "KV_" + requestsBucket
 
 	// The instances share a public address, as behind a load balancer: a

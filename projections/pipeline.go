@@ -78,13 +78,6 @@ const rebuildDepth = 12
 // the instance serves meanwhile.
 const catchUpDepth = 4
 
-func (s *Store) startPipeline(apply func([]eventlog.Record, []domain.Event) error, applied func()) *pipeline {
-	if apply == nil {
-		apply = s.applyDecoded
-	}
-	return s.startPipelineEnding(apply, nil, nil, applied, pipelineDepth)
-}
-
 func (s *Store) startPipelineEnding(apply func([]eventlog.Record, []domain.Event) error, end func(ok bool) error, idle func() (bool, error), applied func(), depth int) *pipeline {
 	p := &pipeline{s: s, apply: apply, end: end, idle: idle, applied: applied,
 		queue: make(chan batch, depth), failed: make(chan struct{}), done: make(chan struct{})}

@@ -2,11 +2,13 @@ package eventlogtest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog/idempotency"
 )
 
 // LoseKeyRecord deletes the record of an Idempotency-Key (scoped to the
@@ -19,7 +21,7 @@ func LoseKeyRecord(tb testing.TB, natsURL string, env domain.Environment, partne
 	defer closeJS()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bucket, name := idempotency.KeyRecord(env, partner, key)
+	bucket, name := KeyRecord(env, partner, key)
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
 		tb.Fatalf("open %s: %v", bucket, err)
@@ -30,4 +32,12 @@ func LoseKeyRecord(tb testing.TB, natsURL string, env domain.Environment, partne
 	if err := kv.Purge(ctx, name); err != nil {
 		tb.Fatalf("lose the key's record: %v", err)
 	}
+}
+
+// KeyRecord names where eventlog/idempotency keeps the record of key
+// (scoped to scope, the partner) on env's ledger: the environment's
+// REQUESTS bucket, under the SHA-256 of the scope and the key.
+func KeyRecord(env domain.Environment, scope, key string) (bucket, name string) {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return "REQUESTS_" + strings.ToUpper(string(env)), hex.EncodeToString(sum[:])
 }

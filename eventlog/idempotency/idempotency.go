@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/secrets"
 )
@@ -288,13 +287,6 @@ const (
 // requestsBucket is the name of the bucket of Idempotency-Key records,
 // without the environment.
 const requestsBucket = "REQUESTS"
-
-// KeyRecord names where the record of key (scoped to scope, the partner)
-// lives on env's ledger: its bucket and its key there. Tests use it to lose
-// a record as a crash of the unreplicated bucket could.
-func KeyRecord(env domain.Environment, scope, key string) (bucket, name string) {
-	return requestsBucket + "_" + strings.ToUpper(string(env)), recordID(scope, key)
-}
 
 func recordID(scope, key string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + key))

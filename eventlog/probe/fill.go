@@ -131,9 +131,6 @@ type RawFed struct {
 	Elapsed  time.Duration
 }
 
-// Rate is messages handled a second.
-func (r RawFed) Rate() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
-
 // FeedRaw hands the n messages stored from sequence from on to handle,
 // reading the ledger as the service's webhook dispatch does and no more: a
 // durable pull consumer with explicit acknowledgements, unfiltered like

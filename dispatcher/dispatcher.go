@@ -270,16 +270,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
-// pause waits for d or the end of ctx.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // FanOutBehind reports how many ledger events the fan-out has yet to
 // settle, across every instance: 0 once every event so far has its
 // deliveries done or stored.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/projections"
 )
 
@@ -62,7 +63,7 @@ func (d *Dispatcher) runEndpoints(ctx context.Context) {
 		changed := d.store.Changed()
 		if err := d.endpoints.sync(d.store); err != nil {
 			d.log.Error().Err(err).Msg("webhook endpoint table not brought up to date; trying again")
-			pause(ctx, time.Second)
+			_ = eventlog.Sleep(ctx, time.Second)
 			continue
 		}
 		select {

@@ -47,7 +47,7 @@ func (d *Dispatcher) runFanOut(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := d.fanOutOnce(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error().Err(err).Msg("webhook fan-out stopped; restarting")
-			pause(ctx, time.Second)
+			_ = eventlog.Sleep(ctx, time.Second)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (d *Dispatcher) recover(ctx context.Context, r delivery.Recovery) {
 		events, reached, done, err := d.store.RecoveryPage(&r.WebhookRecovery, r.Position, recoveryPage)
 		if err != nil {
 			log.Error().Err(err).Msg("webhook recovery: feed unreadable; will retry")
-			if pause(ctx, time.Second); ctx.Err() != nil {
+			if eventlog.Sleep(ctx, time.Second) != nil {
 				d.release(r)
 				return
 			}
@@ -213,7 +213,7 @@ func (d *Dispatcher) recoverOne(ctx context.Context, r *delivery.Recovery, ev pr
 				return false, ""
 			}
 		}
-		if pause(ctx, time.Second); ctx.Err() != nil {
+		if eventlog.Sleep(ctx, time.Second) != nil {
 			return false, ""
 		}
 	}

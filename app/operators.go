@@ -126,7 +126,7 @@ const scanPage = 1000
 // walkEvents hands visit each event matching filter, from the page read
 // first (recs, pending, err: a Read's answer) on through the pages after
 // it, oldest first, until visit returns true or no event is left.
-func walkEvents(ctx context.Context, l *eventlog.Ledger, filter string, recs []eventlog.Record, pending uint64, err error, visit func(eventlog.Record, domain.Event) bool) error {
+func walkEvents(ctx context.Context, l Ledger, filter string, recs []eventlog.Record, pending uint64, err error, visit func(eventlog.Record, domain.Event) bool) error {
 	for {
 		if err != nil {
 			return err
@@ -263,7 +263,7 @@ func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Ti
 // sessionsStored hands visit each donor session stored between from and to,
 // oldest first, until visit returns true. The read starts where the server's
 // index puts from, so it costs the sessions in the span, not the history.
-func sessionsStored(ctx context.Context, l *eventlog.Ledger, from, to time.Time, visit func(*domain.SessionCreated) bool) error {
+func sessionsStored(ctx context.Context, l Ledger, from, to time.Time, visit func(*domain.SessionCreated) bool) error {
 	filter := l.Subjects().OfType("donor_session.created")
 	recs, pending, err := l.ReadSince(ctx, filter, from, scanPage)
 	return walkEvents(ctx, l, filter, recs, pending, err, func(r eventlog.Record, ev domain.Event) bool {

@@ -16,10 +16,8 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/delivery"
-	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/eventlog/keyuse"
 	"github.com/partnergiving/giving/eventlog/seen"
-	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/secrets"
 	"github.com/partnergiving/giving/simulators"
@@ -43,18 +41,21 @@ type Config struct {
 
 // Deps are the parts the use cases work with.
 type Deps struct {
-	Ledger      *eventlog.Ledger
+	Ledger      Ledger
 	Store       *projections.Store
 	Projector   *projections.Projector
-	Idempotency *idempotency.Store
+	Idempotency Idempotency
 	Secrets     *secrets.Secrets
-	Vault       *vault.Vault
+	Vault       Vault
 	// VendorEvents remembers the vendor events the edge has fully handled.
 	VendorEvents *seen.Set
 	Attempts     *delivery.AttemptLog
-	// Webhooks checks receiver addresses and sends test deliveries (the
-	// dispatcher).
-	Webhooks Webhooks
+	// Webhooks builds what checks receiver addresses and sends test
+	// deliveries (the dispatcher), given the service, whose FailEndpoint
+	// it calls back to disable a failing endpoint: the two need each
+	// other, so New hands the service over while building it instead of
+	// either being wired to the other afterwards.
+	Webhooks func(*Service) (Webhooks, error)
 	// Phones verifies donor phones in the hosted flow.
 	Phones sms.Verifier
 	// Simulator plays the sandbox vendors; nil on the production stack.
@@ -76,11 +77,11 @@ type Service struct {
 type instance struct {
 	cfg       Config
 	log       zerolog.Logger
-	ledger    *eventlog.Ledger
+	ledger    Ledger
 	store     *projections.Store
 	projector *projections.Projector
-	idem      *idempotency.Store
-	vault     *vault.Vault
+	idem      Idempotency
+	vault     Vault
 	vendorSet *seen.Set
 	attempts  *delivery.AttemptLog
 	webhooks  Webhooks
@@ -103,13 +104,21 @@ func New(cfg Config, d Deps) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Service{instance: &instance{
+	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
-		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
+		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, phones: d.Phones,
 		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
-	}}, nil
+	}}
+	if d.Webhooks != nil {
+		w, err := d.Webhooks(s)
+		if err != nil {
+			return nil, err
+		}
+		s.webhooks = w
+	}
+	return s, nil
 }
 
 // Env is the stack the service runs.

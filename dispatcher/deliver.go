@@ -454,12 +454,12 @@ func (d *Dispatcher) failingSince(ctx context.Context, partner, endpoint string,
 // fail disables an endpoint for failing, through the use case the wiring
 // gave. A failure is logged; the next failed attempt tries again.
 func (d *Dispatcher) fail(ctx context.Context, partner, endpoint string) {
-	if d.disable == nil {
+	if d.disabler == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := d.disable(ctx, partner, endpoint); err != nil {
+	if err := d.disabler.FailEndpoint(ctx, partner, endpoint); err != nil {
 		d.log.Error().Err(err).Str("endpoint_id", endpoint).Msg("webhook endpoint not disabled; the next failed attempt tries again")
 	}
 }

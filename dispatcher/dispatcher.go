@@ -90,6 +90,17 @@ type Deps struct {
 	// it runs are leased in that name, so that after a crash it takes its
 	// own back as soon as it is up again. Empty names this process alone.
 	Instance string
+	// Disabler disables an endpoint whose every attempt failed for
+	// Config.DisableAfter; nil only logs such an endpoint.
+	Disabler EndpointDisabler
+}
+
+// EndpointDisabler is the use case the dispatcher calls back to disable a
+// failing endpoint (app.Service.FailEndpoint): it records the endpoint's
+// disabling in the ledger and emits webhook_endpoint.disabled, which the
+// dispatcher then delivers like any event.
+type EndpointDisabler interface {
+	FailEndpoint(ctx context.Context, partner, endpoint string) error
 }
 
 // Dispatcher delivers partner events to webhook endpoints.
@@ -123,16 +134,8 @@ type Dispatcher struct {
 	// first attempts to be stored, to settle their events.
 	spills sync.WaitGroup
 
-	// disable turns an endpoint off for failing (app.Service.FailEndpoint).
-	disable func(ctx context.Context, partner, endpoint string) error
-}
-
-// DisableWith sets how the dispatcher disables an endpoint whose attempts
-// all failed for Config.DisableAfter: the use case, which the wiring builds
-// after the dispatcher. Call it before Run; until then such an endpoint is
-// only logged.
-func (d *Dispatcher) DisableWith(f func(ctx context.Context, partner, endpoint string) error) {
-	d.disable = f
+	// disabler turns an endpoint off for failing; nil only logs.
+	disabler EndpointDisabler
 }
 
 // fanoutConsumer is the durable name every instance shares on the ledger.
@@ -158,7 +161,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 		seal: d.Secrets.Sealer(secrets.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},
-		recoveries: d.Recoveries, instance: cmp.Or(d.Instance, domain.NewID("")),
+		recoveries: d.Recoveries, instance: cmp.Or(d.Instance, domain.NewID("")), disabler: d.Disabler,
 		runs: recoveryRuns{running: map[string]bool{}, wake: make(chan struct{}, 1)},
 	}
 	if err := disp.setup(ctx); err != nil {

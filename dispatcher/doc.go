@@ -59,6 +59,8 @@
 // from the table, and an event of a type no longer subscribed to is settled
 // unsent.
 //
-// The wiring hands it to app as the app.Webhooks the endpoint use cases
-// call. What it may import is checked by TestImportRules (internal/imports).
+// It is built inside app.New, given the service as its EndpointDisabler,
+// and is the app.Webhooks the endpoint use cases call: neither is wired to
+// the other after construction. What it may import is checked by
+// TestImportRules (internal/imports).
 package dispatcher

@@ -189,21 +189,26 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
-	if s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries, Instance: instance}); err != nil {
-		return err
-	}
 	s.App, err = app.New(app.Config{
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
 		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
-		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
-		KeyUse: keyUse,
+		VendorEvents: vendorEvents, Attempts: attempts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
+		// The dispatcher disables failing endpoints through the service,
+		// which sends test deliveries through the dispatcher.
+		Webhooks: func(a *app.Service) (app.Webhooks, error) {
+			var err error
+			s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{
+				Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries,
+				Instance: instance, Disabler: a,
+			})
+			return s.Dispatcher, err
+		},
 	})
 	if err != nil {
 		return err
 	}
-	s.Dispatcher.DisableWith(s.App.FailEndpoint)
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},

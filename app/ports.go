@@ -1,0 +1,50 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/vault"
+)
+
+// The small interfaces the use cases need of the stores beside them, which
+// the wiring hands New (eventlog.Ledger, vault.Vault, idempotency.Store
+// and the dispatcher implement them), so a reader sees here all that app
+// asks of each, and a test may stand in for one.
+
+// Ledger is what the use cases need of the ledger: run a command, read
+// what is stored, take an aggregate's turn, and know whether it can store
+// writes now.
+type Ledger interface {
+	Execute(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error)
+	History(ctx context.Context, partner, aggregate string) (eventlog.History, error)
+	Get(ctx context.Context, seq uint64) (eventlog.Record, error)
+	Read(ctx context.Context, filter string, after uint64, max int) ([]eventlog.Record, uint64, error)
+	ReadSince(ctx context.Context, filter string, since time.Time, max int) ([]eventlog.Record, uint64, error)
+	LastOf(ctx context.Context, filter string) (uint64, error)
+	LastSeq(ctx context.Context) (uint64, error)
+	Subjects() eventlog.Subjects
+	Turn(ctx context.Context, key string) (release func(), err error)
+	Writable() error
+}
+
+// Vault keeps donor phones sealed: the donor id a phone gets, sealing one
+// for a session's event, reading one back, and sweeping what nothing
+// refers to.
+type Vault interface {
+	DonorID(partnerID, phone string) string
+	SealPhone(ctx context.Context, donorID, phone string) (sealed domain.SealedPhone, storeBy time.Time, err error)
+	Phone(ctx context.Context, donorID string, sealed *domain.SealedPhone) (string, error)
+	Sweep(ctx context.Context, grace time.Duration, refs vault.Refs) error
+}
+
+// Idempotency keeps the Idempotency-Key records: Begin claims a key (or
+// says why the request must not run), Complete stores the answer under it,
+// Release lets it run again.
+type Idempotency interface {
+	Begin(ctx context.Context, scope, key, fingerprint string) (Begun, error)
+	Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error
+	Release(ctx context.Context, c *Claim, fingerprint string) error
+}

@@ -57,9 +57,20 @@ type groupCommit struct {
 	at       int64
 	inflight atomic.Int64
 
-	mu      sync.Mutex
-	queue   []*queuedAppend
-	running bool
+	// rounds stores the queue batch after batch until it is empty; its
+	// lock guards queue.
+	rounds batcher[[]*queuedAppend]
+	queue  []*queuedAppend
+}
+
+func newGroupCommit(js jetstream.JetStream, nc *nats.Conn, metrics *telemetry.Metrics, at int) *groupCommit {
+	g := &groupCommit{js: js, nc: nc, metrics: metrics, at: int64(at)}
+	g.rounds.take = func() ([]*queuedAppend, bool) {
+		batch := g.take()
+		return batch, len(batch) > 0
+	}
+	g.rounds.do = g.store
+	return g
 }
 
 // queuedAppend is one append waiting for a batch.
@@ -90,13 +101,7 @@ func (g *groupCommit) publish(ctx context.Context, msg *nats.Msg) (*jetstream.Pu
 		msg: msg, guard: msg.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader), dedup: msg.Header.Get(jetstream.MsgIDHeader),
 		done: make(chan groupOutcome, 1),
 	}
-	g.mu.Lock()
-	g.queue = append(g.queue, q)
-	if !g.running {
-		g.running = true
-		go g.run()
-	}
-	g.mu.Unlock()
+	g.rounds.queue(func() { g.queue = append(g.queue, q) })
 	select {
 	case o := <-q.done:
 		return o.ack, o.err
@@ -104,21 +109,6 @@ func (g *groupCommit) publish(ctx context.Context, msg *nats.Msg) (*jetstream.Pu
 		// Whether the batch stores it is unknown here; a retry under the
 		// same dedup id finds out.
 		return nil, ctx.Err()
-	}
-}
-
-// run stores the queue batch after batch until it is empty.
-func (g *groupCommit) run() {
-	for {
-		g.mu.Lock()
-		batch := g.take()
-		if len(batch) == 0 {
-			g.running = false
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.store(batch)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,11 +19,18 @@ import (
 // as its own request's would be; while one request is out, the callers
 // arriving meanwhile gather for the next.
 type lastSeqs struct {
-	mu sync.Mutex
-	// next is the request the callers arriving now wait for; sending says
-	// whether a sender is running (it sends next once the current is in).
-	next    *lastSeqCall
-	sending bool
+	// rounds sends the waiting request, then the one gathered meanwhile,
+	// until none waits; its lock guards next.
+	rounds batcher[*lastSeqCall]
+	// next is the request the callers arriving now wait for.
+	next *lastSeqCall
+}
+
+// take hands over the request the callers so far wait for.
+func (q *lastSeqs) take() (*lastSeqCall, bool) {
+	c := q.next
+	q.next = nil
+	return c, c != nil
 }
 
 type lastSeqCall struct {
@@ -44,16 +50,13 @@ func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
 		return 0, NATSErr("ledger last sequence", err)
 	}
 	q := &l.lastSeqs
-	q.mu.Lock()
-	if q.next == nil {
-		q.next = &lastSeqCall{done: make(chan struct{})}
-	}
-	c := q.next
-	if !q.sending {
-		q.sending = true
-		go l.sendLastSeqs()
-	}
-	q.mu.Unlock()
+	var c *lastSeqCall
+	q.rounds.queue(func() {
+		if q.next == nil {
+			q.next = &lastSeqCall{done: make(chan struct{})}
+		}
+		c = q.next
+	})
 	select {
 	case <-c.done:
 		return c.seq, c.err
@@ -62,23 +65,11 @@ func (l *Ledger) LastSeq(ctx context.Context) (uint64, error) {
 	}
 }
 
-// sendLastSeqs sends the waiting request, then the one gathered
-// meanwhile, until none waits.
-func (l *Ledger) sendLastSeqs() {
-	q := &l.lastSeqs
-	for {
-		q.mu.Lock()
-		c := q.next
-		q.next = nil
-		if c == nil {
-			q.sending = false
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
-		c.seq, c.err = l.streamLastSeq()
-		close(c.done)
-	}
+// sendLastSeq sends one shared request and hands its answer to the
+// callers waiting for it.
+func (l *Ledger) sendLastSeq(c *lastSeqCall) {
+	c.seq, c.err = l.streamLastSeq()
+	close(c.done)
 }
 
 // streamLastSeq asks the server for the stream's info and reads only its

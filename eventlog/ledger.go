@@ -124,7 +124,8 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 		return nil, NATSErr("open ledger", err)
 	}
 	l.js = js
-	l.commit = &groupCommit{js: js, nc: l.nc, metrics: cfg.Metrics, at: int64(cfg.GroupCommitAt)}
+	l.commit = newGroupCommit(js, l.nc, cfg.Metrics, cfg.GroupCommitAt)
+	l.lastSeqs.rounds.take, l.lastSeqs.rounds.do = l.lastSeqs.take, l.sendLastSeq
 	if l.stream, err = SetUp(ctx, "open ledger stream "+l.name, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, l.streamConfig())
 	}); err != nil {

@@ -13,6 +13,7 @@ import (
 // outcome per row, in order. Imports of one partner are one aggregate (its
 // catalogue), so external ids are unique however many run at once.
 func (s *Service) ImportChurches(ctx context.Context, partner string, rows []domain.ImportRow) ([]domain.RowResult, error) {
+	s = s.as("app.ImportChurches")
 	var results []domain.RowResult
 	out, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: domain.ChurchCatalogue, LastOnly: true,
@@ -51,6 +52,7 @@ func (s *Service) ImportChurches(ctx context.Context, partner string, rows []dom
 // external id stays unique however many changes run at once. Another
 // partner's church is not found.
 func (s *Service) UpdateChurch(ctx context.Context, partner, churchID string, p domain.ChurchPatch) (domain.Church, error) {
+	s = s.as("app.UpdateChurch")
 	return s.changeChurch(ctx, partner, churchID, func(c domain.Church, used func(string) bool) (*domain.Event, domain.Church, error) {
 		return domain.UpdateChurch(partner, c, p, used, s.Now())
 	})
@@ -60,6 +62,7 @@ func (s *Service) UpdateChurch(ctx context.Context, partner, churchID string, p 
 // enrollments, but takes no new donor sessions. Archiving an archived
 // church changes nothing.
 func (s *Service) ArchiveChurch(ctx context.Context, partner, churchID string) (domain.Church, error) {
+	s = s.as("app.ArchiveChurch")
 	return s.changeChurch(ctx, partner, churchID, func(c domain.Church, _ func(string) bool) (*domain.Event, domain.Church, error) {
 		ev, next := domain.ArchiveChurch(partner, c, s.Now())
 		return ev, next, nil

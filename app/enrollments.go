@@ -121,11 +121,13 @@ func (s *Service) moveEnrollment(ctx context.Context, partner, id string, decide
 
 // PauseEnrollment pauses an active enrollment (enrollment.paused).
 func (s *Service) PauseEnrollment(ctx context.Context, partner, id string) (Enrollment, error) {
+	s = s.as("app.PauseEnrollment")
 	return s.moveEnrollment(ctx, partner, id, domain.PauseEnrollment)
 }
 
 // ResumeEnrollment resumes a paused enrollment (enrollment.resumed).
 func (s *Service) ResumeEnrollment(ctx context.Context, partner, id string) (Enrollment, error) {
+	s = s.as("app.ResumeEnrollment")
 	return s.moveEnrollment(ctx, partner, id, domain.ResumeEnrollment)
 }
 
@@ -135,6 +137,7 @@ func (s *Service) ResumeEnrollment(ctx context.Context, partner, id string) (Enr
 // with the same Idempotency-Key finishes it); a repeated cancel changes
 // nothing, its reason included.
 func (s *Service) CancelEnrollment(ctx context.Context, partner, id string, reason *string) (Enrollment, error) {
+	s = s.as("app.CancelEnrollment")
 	if reason != nil {
 		if fe := domain.ValidCancelReason(*reason); fe != nil {
 			var v domain.Validation
@@ -166,6 +169,7 @@ func (s *Service) CancelEnrollment(ctx context.Context, partner, id string, reas
 // the url of a re-consent session, shown once, where the donor consents to
 // the new amount until it expires (domain.SessionLifetime).
 func (s *Service) UpdateEnrollment(ctx context.Context, partner, id string, value json.RawMessage) (Enrollment, error) {
+	s = s.as("app.UpdateEnrollment")
 	cur, err := s.Enrollment(partner, id)
 	if err != nil {
 		return Enrollment{}, err

@@ -30,6 +30,7 @@ func (s *Service) SessionByToken(token string) (domain.Session, bool, error) {
 // ExpireSession records that an open session's url ran out (once, whoever
 // sees it first: the page or the sweeper).
 func (s *Service) ExpireSession(ctx context.Context, sess domain.Session, now time.Time) error {
+	s = s.as("app.ExpireSession")
 	if sess.Status != domain.SessionOpen {
 		return nil
 	}
@@ -57,6 +58,7 @@ func (s *Service) expireSession(ctx context.Context, partner, id string, now tim
 // as the ledger holds it, so a browser bound through another instance whose
 // binding these projections have not applied yet is recognised.
 func (s *Service) BindBrowser(ctx context.Context, sess domain.Session, held, fresh string, now time.Time) (domain.Session, error) {
+	s = s.as("app.BindBrowser")
 	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
 		return domain.Bind(cur, held, fresh, now)
 	})
@@ -65,6 +67,7 @@ func (s *Service) BindBrowser(ctx context.Context, sess domain.Session, held, fr
 // SessionFromLedger loads a session from the ledger, which may be ahead of
 // the local projections.
 func (s *Service) SessionFromLedger(ctx context.Context, sess domain.Session) (domain.Session, error) {
+	s = s.as("app.SessionFromLedger")
 	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
 }
 
@@ -104,6 +107,7 @@ func (s *Service) PhoneEnding(ctx context.Context, sess domain.Session) (string,
 
 // SendCode sends a verification code (the first, or a resend).
 func (s *Service) SendCode(ctx context.Context, sess domain.Session, now time.Time) error {
+	s = s.as("app.SendCode")
 	phone, err := s.phone(ctx, sess)
 	if err != nil {
 		return err
@@ -132,6 +136,7 @@ type CodeCheck struct {
 // not locked), so the vendor is asked only when it counts; then the
 // vendor's answer is recorded, counting a wrong try.
 func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code string, now time.Time) (CodeCheck, error) {
+	s = s.as("app.CheckCode")
 	probe := sess
 	if _, err := domain.CheckCode(&probe, false, now); err != nil {
 		return CodeCheck{}, err
@@ -157,6 +162,7 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 // takes effect (enrollment.updated); it is refused (ErrSessionClosed) once
 // the enrollment no longer waits for it.
 func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
+	s = s.as("app.Consent")
 	church, err := s.ChurchName(sess)
 	if err != nil {
 		return err
@@ -182,6 +188,7 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Tim
 // request did not get to record (it is normally made right after consent),
 // and returns the session as the projections hold it afterwards.
 func (s *Service) RepairKYC(ctx context.Context, sess domain.Session, now time.Time) (domain.Session, error) {
+	s = s.as("app.RepairKYC")
 	if sess.Step(now) != domain.StepKYC || sess.KYC != "" {
 		return sess, nil
 	}
@@ -237,6 +244,7 @@ func (s *Service) PayrollProvider(id string) (domain.PayrollProvider, bool) {
 // created (enrollment.created); connected is false when the provider
 // refused the credentials, which the session records.
 func (s *Service) ConnectPayroll(ctx context.Context, sess domain.Session, provider domain.PayrollProvider, user, password string, now time.Time) (connected bool, err error) {
+	s = s.as("app.ConnectPayroll")
 	if sess.Step(now) != domain.StepPayroll {
 		return false, domain.ErrWrongStep
 	}
@@ -264,6 +272,7 @@ func (s *Service) ConnectPayroll(ctx context.Context, sess domain.Session, provi
 // EnsureEnrollment creates a completed session's enrollment if the request
 // that completed it did not get to.
 func (s *Service) EnsureEnrollment(ctx context.Context, sess domain.Session) error {
+	s = s.as("app.EnsureEnrollment")
 	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
 	if err != nil || ok {
 		return err

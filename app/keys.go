@@ -68,6 +68,7 @@ type RolledKey struct {
 // roll is refused, and the partner rolls again (with the old key, until it
 // expires, or any other live key).
 func (s *Service) RollKey(ctx context.Context, partner, keyID string, overlap time.Duration) (RolledKey, error) {
+	s = s.as("app.RollKey")
 	key := domain.GenerateKey(s.cfg.Env)
 	out, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: partner,
@@ -104,6 +105,7 @@ func (s *Service) RollKey(ctx context.Context, partner, keyID string, overlap ti
 // RevokeKey revokes one of the partner's live keys, shown as prefix, with
 // another (callerKeyID); the calling key cannot revoke itself.
 func (s *Service) RevokeKey(ctx context.Context, partner, prefix, callerKeyID string) error {
+	s = s.as("app.RevokeKey")
 	_, err := s.run(ctx, eventlog.Command{
 		Partner: partner, Aggregate: partner,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {

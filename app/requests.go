@@ -74,7 +74,7 @@ func (s *Service) Under(req *Request) *Service {
 	if req == nil {
 		return s
 	}
-	return &Service{instance: s.instance, req: req}
+	return &Service{instance: s.instance, req: req, useCase: s.useCase}
 }
 
 // requestName is a stable name of the running request's Idempotency-Key

@@ -1,14 +1,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
-	"unicode"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
@@ -71,6 +69,9 @@ type Service struct {
 	// req is the claimed request the use cases run for (Under); nil
 	// outside one.
 	req *Request
+	// useCase names the spans of the commands run for the use case
+	// running (as); "app.run" when none named itself.
+	useCase string
 }
 
 // instance is what the use cases run on, shared by every request.
@@ -142,7 +143,7 @@ func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outco
 	if claimed {
 		s.req.next(&cmd)
 	}
-	ctx, span := telemetry.Start(ctx, useCase())
+	ctx, span := telemetry.Start(ctx, cmp.Or(s.useCase, "app.run"))
 	out, err := s.execute(ctx, cmd, claimed)
 	if err == nil && out.Record != nil && claimed {
 		err = s.req.settleClaimed(cmd, out)
@@ -174,39 +175,12 @@ func (s *Service) execute(ctx context.Context, cmd eventlog.Command, claimed boo
 	return s.ledger.Execute(ctx, cmd)
 }
 
-// useCase names the span of a command after the exported use case that
-// runs it (app.ConnectPayroll), found on the call stack, so that no use
-// case has to name itself; "app.run" when none is found.
-func useCase() string {
-	var pcs [8]uintptr
-	n := runtime.Callers(3, pcs[:])
-	if name, ok := useCases.Load(pcs); ok {
-		return name.(string)
-	}
-	name := useCaseOf(pcs[:n])
-	useCases.Store(pcs, name)
-	return name
-}
-
-// useCases caches useCase's answer by call stack: resolving the frames'
-// function names cost more than the rest of a command's span (about 7 µs
-// of CPU per write request under load), and a program has few distinct
-// stacks into run.
-var useCases sync.Map // [8]uintptr → string
-
-func useCaseOf(pcs []uintptr) string {
-	frames := runtime.CallersFrames(pcs)
-	const prefix = "github.com/partnergiving/giving/app.(*Service)."
-	for {
-		f, more := frames.Next()
-		if name, ok := strings.CutPrefix(f.Function, prefix); ok && name != "" && unicode.IsUpper(rune(name[0])) {
-			name, _, _ = strings.Cut(name, ".") // a closure inside the use case
-			return "app." + name
-		}
-		if !more {
-			return "app.run"
-		}
-	}
+// as returns the service running the use case called name: the spans of
+// the commands it runs are named after it ("app.CreateSession"). Every
+// exported use case that runs commands names itself first thing, so a
+// trace reads as the use cases a request called.
+func (s *Service) as(name string) *Service {
+	return &Service{instance: s.instance, req: s.req, useCase: name}
 }
 
 // waitApplied waits, bounded, until the local projections reach seq.

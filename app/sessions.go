@@ -38,6 +38,7 @@ type CreatedSession struct {
 // session's event carries the phone sealed by the vault (one synced write
 // for the two), and the donor's id.
 func (s *Service) CreateSession(ctx context.Context, partner string, req SessionRequest) (CreatedSession, error) {
+	s = s.as("app.CreateSession")
 	n, phone, err := s.validateSession(partner, req)
 	if err != nil {
 		return CreatedSession{}, err

@@ -17,6 +17,7 @@ import (
 // enrollment is created under the id its session names, once, so only one
 // of them records each.
 func (s *Service) SweepSessions(ctx context.Context, every time.Duration) {
+	s = s.as("app.SweepSessions")
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -64,6 +64,7 @@ type KYCResult struct {
 // ReceiveVendorEvent handles a verified vendor webhook and reports whether
 // it changed anything (false: a repeat, acknowledged without effect).
 func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (changed bool, err error) {
+	s = s.as("app.ReceiveVendorEvent")
 	msgID := "vendor:" + ev.Kind + ":" + ev.ID
 	seen, err := s.vendorSet.Has(ctx, msgID)
 	if err != nil || seen {

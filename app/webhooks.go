@@ -51,6 +51,7 @@ type EndpointSettings struct {
 // endpoint, its private key) is generated here and sealed before it
 // reaches the ledger.
 func (s *Service) CreateEndpoint(ctx context.Context, partner string, n EndpointSettings) (CreatedEndpoint, error) {
+	s = s.as("app.CreateEndpoint")
 	u, types, err := domain.ValidateWebhookEndpoint(n.URL, n.EventTypes)
 	if err != nil {
 		return CreatedEndpoint{}, err
@@ -129,6 +130,7 @@ func (s *Service) newSigningKey(id string) *domain.SealedSigningKey {
 // every attempt not yet made. A change to ed25519 makes the endpoint's key
 // pair here; its whsec_ secret stays as it is.
 func (s *Service) UpdateEndpoint(ctx context.Context, partner, id string, c domain.WebhookEndpointChange) (projections.WebhookEndpoint, error) {
+	s = s.as("app.UpdateEndpoint")
 	if c.URL != nil {
 		u, _, err := domain.ValidateWebhookEndpoint(*c.URL, []string{domain.AllEventTypes})
 		if err != nil {
@@ -159,6 +161,7 @@ type RotatedSecret struct {
 // overlap. The public webhook_endpoint.secret_rotated tells the partner's
 // endpoints and the feed.
 func (s *Service) RotateSecret(ctx context.Context, partner, id string, overlap time.Duration) (RotatedSecret, error) {
+	s = s.as("app.RotateSecret")
 	if !domain.ValidID(domain.PrefixEndpoint, id) {
 		return RotatedSecret{}, domain.NotFound("webhook endpoint", id)
 	}
@@ -226,6 +229,7 @@ func (s *Service) endpointRoom(ctx context.Context, partner string) error {
 // DeleteEndpoint removes an endpoint: no delivery starts for it afterwards,
 // retries included.
 func (s *Service) DeleteEndpoint(ctx context.Context, partner, id string) error {
+	s = s.as("app.DeleteEndpoint")
 	if !domain.ValidID(domain.PrefixEndpoint, id) {
 		return domain.NotFound("webhook endpoint", id)
 	}
@@ -245,6 +249,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, partner, id string) error 
 // disable emits no public event. Disabling a disabled endpoint keeps its
 // reason.
 func (s *Service) DisableEndpoint(ctx context.Context, partner, id string) (projections.WebhookEndpoint, error) {
+	s = s.as("app.DisableEndpoint")
 	return s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
 		return domain.DisableWebhookEndpoint(ep, id, time.Now())
 	})
@@ -254,6 +259,7 @@ func (s *Service) DisableEndpoint(ctx context.Context, partner, id string) (proj
 // events that happen from now on. What happened while it was disabled is
 // not replayed; RecoverEndpoint does that.
 func (s *Service) EnableEndpoint(ctx context.Context, partner, id string) (projections.WebhookEndpoint, error) {
+	s = s.as("app.EnableEndpoint")
 	return s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
 		return domain.EnableWebhookEndpoint(ep, id, time.Now())
 	})
@@ -265,6 +271,7 @@ func (s *Service) EnableEndpoint(ctx context.Context, partner, id string) (proje
 // feed. The dispatcher calls it; an endpoint already disabled or deleted is
 // left as it is.
 func (s *Service) FailEndpoint(ctx context.Context, partner, id string) error {
+	s = s.as("app.FailEndpoint")
 	_, err := s.changeEndpoint(ctx, partner, id, func(ep *domain.WebhookEndpoint) (*domain.Event, error) {
 		return domain.FailWebhookEndpoint(ep, time.Now()), nil
 	})

@@ -127,7 +127,10 @@ func Run(ctx context.Context, cfg Config) error {
 				return err
 			}
 			fmt.Fprintf(cfg.Out, "feed: %v; retrying\n", err)
-			pause(ctx, 2*time.Second)
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
 		}
 	}
 	return nil
@@ -301,13 +304,4 @@ func (f *forwarder) save() error {
 		return err
 	}
 	return os.Rename(tmp, f.path)
-}
-
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -204,7 +204,8 @@ func Backoff(ctx context.Context, attempt int) error {
 	return Sleep(ctx, d)
 }
 
-// Sleep waits for d, or until ctx ends.
+// Sleep waits for d, or until ctx ends (its error then). It is the one
+// such wait of the ledger, its sibling packages and the dispatcher.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

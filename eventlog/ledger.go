@@ -366,8 +366,9 @@ func (l *Ledger) Close() {
 }
 
 // Bucket opens (creating or updating as needed) a key-value bucket of this
-// environment. Names are suffixed with the environment, so the two stacks
-// never share state.
+// environment, for the sibling packages. Names are suffixed with the
+// environment, so the two stacks never share state, and a file-stored
+// bucket has the ledger's replicas.
 func (l *Ledger) Bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.Bucket = cfg.Bucket + "_" + strings.ToUpper(string(l.cfg.Env))
 	if cfg.Storage == jetstream.FileStorage {

@@ -19,8 +19,8 @@ import (
 // background. On a cluster replication makes them durable (asynchronous
 // persistence is only for unreplicated streams).
 
-// operationalBucket opens (creating as needed) a KV bucket of operational
-// records. legacy names the bucket the same records lived in before they
+// OperationalBucket opens (creating as needed) a KV bucket of operational
+// records, for the sibling packages that keep such records. legacy names the bucket the same records lived in before they
 // left the synced path; its entries are copied over once and the old bucket
 // removed, so an upgrade forgets no key.
 func (l *Ledger) OperationalBucket(ctx context.Context, name, legacy, description string, ttl time.Duration) (jetstream.KeyValue, error) {

@@ -98,7 +98,8 @@ func (s Subjects) parse(subject string) (parsed, error) {
 	return parsed{Partner: partner, Aggregate: aggregate, Public: vis == "pub", Type: typ}, nil
 }
 
-// SafeToken accepts what may stand as one subject token.
+// SafeToken accepts what may stand as one subject token: the ledger's and
+// the sibling packages' subjects are built from ids only once they pass.
 func SafeToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }

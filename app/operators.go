@@ -158,7 +158,7 @@ func walkEvents(ctx context.Context, l Ledger, filter string, recs []eventlog.Re
 // the ledger. An erasure can wait up to PhoneKeyTimes.SealFor + Settle for
 // a key that still seals.
 func (o *Operators) ForgetDonor(ctx context.Context, secrets *secrets.Secrets, donorID, partner string) (Forgotten, error) {
-	vault, err := vault.Open(ctx, o.ledger, secrets, vault.PhoneKeyTimes{})
+	phones, err := vault.Open(ctx, o.ledger, secrets, vault.PhoneKeyTimes{})
 	if err != nil {
 		return Forgotten{}, err
 	}
@@ -178,7 +178,7 @@ func (o *Operators) ForgetDonor(ctx context.Context, secrets *secrets.Secrets, d
 	if !withPartner {
 		return f, domain.ProblemNotFound.New("Donor %s has no session with partner %s; nothing was erased.", donorID, partner)
 	}
-	f.Erased, err = vault.Erase(ctx, donorID, own, o.sealedWith)
+	f.Erased, err = phones.Erase(ctx, donorID, own, o.sealedWith)
 	return f, err
 }
 

@@ -156,7 +156,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if s.presence, err = presence.Open(ctx, s.Ledger, instance, 5*time.Second); err != nil {
 		return err
 	}
-	vault, err := vault.Open(ctx, s.Ledger, s.Secrets, cfg.PhoneKeys)
+	phones, err := vault.Open(ctx, s.Ledger, s.Secrets, cfg.PhoneKeys)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
 		Metrics: s.Metrics,
 	}, app.Deps{
-		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
+		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
 		VendorEvents: vendorEvents, Attempts: attempts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.

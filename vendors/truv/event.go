@@ -90,11 +90,12 @@ type Event struct {
 	OccurredAt time.Time
 }
 
-// wireEvent is a Truv webhook body: the fields every webhook carries
+// Webhook is a Truv webhook body: the fields every webhook carries
 // (webhook_id, event_type, event_created_at, user_id) and those of task and
 // link events (task_id, link_id, product, data_source, tracking_info,
-// status).
-type wireEvent struct {
+// status). BuildEvent covers the four outcomes; the stand-in Truv also
+// marshals a Webhook directly for the events the service ignores.
+type Webhook struct {
 	WebhookID      string  `json:"webhook_id"`
 	EventType      string  `json:"event_type"`
 	EventCreatedAt string  `json:"event_created_at"`
@@ -112,7 +113,7 @@ type wireEvent struct {
 // the edge learn a link id) and an error matching ErrIgnored for anything
 // else; and another error when the body is not a Truv webhook at all.
 func ParseEvent(body []byte) (Event, error) {
-	var w wireEvent
+	var w Webhook
 	if err := json.Unmarshal(body, &w); err != nil {
 		return Event{}, fmt.Errorf("truv webhook: decode: %w", err)
 	}
@@ -144,7 +145,7 @@ func ParseEvent(body []byte) (Event, error) {
 }
 
 // classify maps a Truv webhook onto the service's outcomes.
-func classify(w wireEvent) (EventType, string) {
+func classify(w Webhook) (EventType, string) {
 	if w.Product != ProductDepositSwitch {
 		return "", ""
 	}
@@ -174,7 +175,7 @@ func classify(w wireEvent) (EventType, string) {
 // format of event_created_at (RFC 3339 in UTC, microseconds) is this
 // package's choice; ParseEvent reads any RFC 3339 time.
 func BuildEvent(e Event) ([]byte, error) {
-	w := wireEvent{
+	w := Webhook{
 		WebhookID:  e.ID,
 		UserID:     e.UserID,
 		LinkID:     e.LinkID,
@@ -189,7 +190,7 @@ func BuildEvent(e Event) ([]byte, error) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	w.EventCreatedAt = at.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+	w.EventCreatedAt = FormatTime(at)
 	if e.Reference != "" {
 		ref := e.Reference
 		w.TrackingInfo = &ref
@@ -228,6 +229,9 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// FormatTime writes event_created_at the way BuildEvent does.
+func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") }
 
 // NewID returns a fresh id of the form Truv uses, for the stand-in Truv.
 func NewID() string { return randomID() }

@@ -91,6 +91,7 @@ type Fake struct {
 type failure struct {
 	status     int
 	retryAfter int
+	pathSuffix string // fail only a request whose path ends so; any when empty
 }
 
 // New returns a Fake with no users and no tokens.
@@ -139,11 +140,15 @@ func (f *Fake) SetWebhookURL(u string) {
 
 // FailNext makes the next n API calls answer status instead of doing their
 // work: a 5xx with Truv's error object, or a 429 with Retry-After: 1.
-func (f *Fake) FailNext(n, status int) {
+func (f *Fake) FailNext(n, status int) { f.FailNextOn("", n, status) }
+
+// FailNextOn is FailNext for calls whose path ends with suffix only
+// ("/tokens/" fails bridge tokens and lets users through).
+func (f *Fake) FailNextOn(suffix string, n, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for range n {
-		f.failures = append(f.failures, failure{status: status, retryAfter: 1})
+		f.failures = append(f.failures, failure{status: status, retryAfter: 1, pathSuffix: suffix})
 	}
 }
 
@@ -216,7 +221,7 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if fl, ok := f.nextFailure(); ok {
+	if fl, ok := f.nextFailure(r.URL.Path); ok {
 		if fl.status == http.StatusTooManyRequests {
 			rec.Header().Set("Retry-After", strconv.Itoa(fl.retryAfter))
 		}
@@ -449,15 +454,17 @@ func (f *Fake) record(r Request) {
 	}
 }
 
-func (f *Fake) nextFailure() (failure, bool) {
+// nextFailure takes the first injected failure that applies to path.
+func (f *Fake) nextFailure(path string) (failure, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.failures) == 0 {
-		return failure{}, false
+	for i, fl := range f.failures {
+		if strings.HasSuffix(path, fl.pathSuffix) {
+			f.failures = append(f.failures[:i], f.failures[i+1:]...)
+			return fl, true
+		}
 	}
-	fl := f.failures[0]
-	f.failures = f.failures[1:]
-	return fl, true
+	return failure{}, false
 }
 
 func (f *Fake) currentDelay() time.Duration {

@@ -241,8 +241,11 @@ func TestErrorsTellRefusalFromUnavailability(t *testing.T) {
 			refused: true, status: 403, code: "fake_forbidden",
 		},
 		{
-			name:    "unknown user",
-			call:    func(c *truv.Client) error { _, err := c.CreateBridgeToken(context.Background(), "nope", depositSwitchToken()); return err },
+			name: "unknown user",
+			call: func(c *truv.Client) error {
+				_, err := c.CreateBridgeToken(context.Background(), "nope", depositSwitchToken())
+				return err
+			},
 			refused: true, status: 404,
 		},
 		{

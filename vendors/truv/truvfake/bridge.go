@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -29,15 +30,18 @@ const (
 // works unchanged against the fake by loading this URL instead of
 // truv.BridgeScriptURL.
 func (f *Fake) serveScript(w http.ResponseWriter, r *http.Request) {
-	origin, _ := json.Marshal(originOf(r))
+	base, origin := f.publicURL(r)
+	baseJS, _ := json.Marshal(base)
+	originJS, _ := json.Marshal(origin)
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte(strings.Replace(bridgeScript, "__ORIGIN__", string(origin), 1)))
+	js := strings.NewReplacer("__BASE__", string(baseJS), "__ORIGIN__", string(originJS)).Replace(bridgeScript)
+	_, _ = w.Write([]byte(js))
 }
 
 const bridgeScript = `(function () {
   "use strict";
-  var origin = __ORIGIN__;
+  var base = __BASE__, origin = __ORIGIN__;
   window.TruvBridge = {
     init: function (opts) {
       var overlay = null;
@@ -61,7 +65,7 @@ const bridgeScript = `(function () {
         overlay.style.cssText = "position:fixed;inset:0;background:rgba(0,0,0,.5);display:flex;align-items:center;justify-content:center;z-index:2147483647";
         var frame = document.createElement("iframe");
         frame.title = "Truv Bridge";
-        frame.src = origin + "/bridge/" + encodeURIComponent(opts.bridgeToken);
+        frame.src = base + "/bridge/" + encodeURIComponent(opts.bridgeToken);
         frame.style.cssText = "width:400px;max-width:100%;height:600px;border:0;background:#fff";
         frame.addEventListener("load", function () { call("onLoad"); }, { once: true });
         overlay.appendChild(frame);
@@ -81,13 +85,17 @@ const bridgeScript = `(function () {
 })();
 `
 
-// originOf is the fake's own origin as the browser reached it.
-func originOf(r *http.Request) string {
+// publicURL is the base URL the widget is served at and its origin: from
+// Config.PublicURL, or the origin the browser fetched the script from.
+func (f *Fake) publicURL(r *http.Request) (base, origin string) {
+	if u, err := url.Parse(f.cfg.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		return strings.TrimRight(f.cfg.PublicURL, "/"), u.Scheme + "://" + u.Host
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	return scheme + "://" + r.Host, scheme + "://" + r.Host
 }
 
 // bridgePage is what the widget shows: the switch the token carries, and a
@@ -150,7 +158,7 @@ var bridgeTemplate = template.Must(template.New("bridge").Parse(`<!doctype html>
 // shows the sign-in form, POST signs in with the test credentials and, like
 // Truv, sends the task's webhooks to the service.
 func (f *Fake) serveBridge(w http.ResponseWriter, r *http.Request) {
-	t, ok := f.token(strings.TrimPrefix(r.URL.Path, "/bridge/"))
+	t, ok := f.openToken(strings.TrimPrefix(r.URL.Path, "/bridge/"))
 	if !ok {
 		http.Error(w, "This link has expired or is not valid.", http.StatusNotFound)
 		return

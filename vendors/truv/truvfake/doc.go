@@ -21,6 +21,10 @@
 //     with the account's secret, to the configured webhook URL: the
 //     service's production edge route.
 //
+// User ids and bridge tokens are sealed with the account's secret rather
+// than looked up, so every service instance that mounts the fake (with
+// Config.PublicURL when under a path) accepts what another issued.
+//
 // Send builds, signs and POSTs any of the four outcomes, which is what the
 // sandbox simulators need. FailNext and SetDelay make Truv refuse, fall
 // over or slow down.

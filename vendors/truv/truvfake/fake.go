@@ -37,6 +37,11 @@ type Config struct {
 	// WebhookURL is the service's edge route for Truv; SetWebhookURL
 	// changes it later. Empty: webhooks are recorded but not sent.
 	WebhookURL string
+	// PublicURL is where a browser reaches the fake when it is served under
+	// a path (the sandbox mounting it behind http.StripPrefix); the Bridge
+	// script opens the widget there. Empty: the origin the script was
+	// fetched from.
+	PublicURL string
 	// HTTPClient delivers webhooks; one with a 10 s timeout when nil.
 	HTTPClient *http.Client
 	// Now reads the clock; time.Now when nil.
@@ -293,7 +298,7 @@ func (f *Fake) createUser(w http.ResponseWriter, body []byte) {
 		return
 	}
 	now := f.cfg.Now().UTC()
-	u := User{ID: truv.NewID(), CreatedAt: now}
+	u := User{ID: f.newUserID(), CreatedAt: now}
 	if b.ExternalUserID != nil {
 		u.ExternalUserID = *b.ExternalUserID
 	}
@@ -338,10 +343,7 @@ type tokenAnswer struct {
 }
 
 func (f *Fake) createBridgeToken(w http.ResponseWriter, userID string, body []byte) {
-	f.mu.Lock()
-	_, known := f.users[userID]
-	f.mu.Unlock()
-	if !known {
+	if !f.issuedUser(userID) {
 		writeNotFound(w)
 		return
 	}
@@ -357,9 +359,10 @@ func (f *Fake) createBridgeToken(w http.ResponseWriter, userID string, body []by
 		return
 	}
 	t := Token{
-		Token: truv.NewID(), UserID: userID, ProductType: b.ProductType, ClientName: b.ClientName,
+		UserID: userID, ProductType: b.ProductType, ClientName: b.ClientName,
 		TrackingInfo: b.TrackingInfo, Account: acct, CreatedAt: f.cfg.Now(),
 	}
+	t.Token = f.sealToken(t)
 	f.mu.Lock()
 	f.tokens[t.Token] = t
 	f.mu.Unlock()
@@ -433,16 +436,6 @@ func depositValue(raw json.RawMessage) (string, error) {
 		return "", err
 	}
 	return n.String(), nil
-}
-
-func (f *Fake) token(id string) (Token, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.tokens[id]
-	if !ok || f.cfg.Now().Sub(t.CreatedAt) > bridgeTokenLifetime {
-		return Token{}, false
-	}
-	return t, true
 }
 
 func (f *Fake) record(r Request) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
@@ -308,4 +309,63 @@ func post(t *testing.T, u string, header map[string]string, body string) (int, s
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestTokensOpenOnAnyInstance: the sandbox runs a stand-in in every
+// service instance; a token one minted must open the widget on another,
+// and only while Truv's six hours last.
+func TestTokensOpenOnAnyInstance(t *testing.T) {
+	_, _, sw := setup(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	other := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: secret, Now: clock})
+	defer other.Close()
+	if status, page := get(t, other.URL+"/bridge/"+sw.BridgeToken); status != http.StatusOK || !strings.Contains(page, "12.5% of each paycheck") {
+		t.Fatalf("another instance answered %d", status)
+	}
+	stranger := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: "sandbox-other"})
+	defer stranger.Close()
+	if status, _ := get(t, stranger.URL+"/bridge/"+sw.BridgeToken); status != http.StatusNotFound {
+		t.Errorf("an account with another secret answered %d, want 404", status)
+	}
+	if status, _ := get(t, other.URL+"/bridge/"+sw.BridgeToken+"x"); status != http.StatusNotFound {
+		t.Errorf("a tampered token answered %d, want 404", status)
+	}
+	if status, _ := post(t, other.URL+"/v1/users/"+sw.UserID+"/tokens/", nil, `{"product_type":"income"}`); status != http.StatusOK {
+		t.Errorf("another instance refused the user with %d", status)
+	}
+	now = now.Add(6*time.Hour + time.Minute)
+	if status, _ := get(t, other.URL+"/bridge/"+sw.BridgeToken); status != http.StatusNotFound {
+		t.Errorf("a token past six hours answered %d, want 404", status)
+	}
+}
+
+// TestMountedUnderAPath: the sandbox may serve the stand-in under a path of
+// its own; the script then opens the widget there.
+func TestMountedUnderAPath(t *testing.T) {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	fake := truvfake.New(truvfake.Config{ClientID: clientID, Secret: secret, PublicURL: srv.URL + "/vendor-sandbox/truv/"})
+	mux.Handle("/vendor-sandbox/truv/", http.StripPrefix("/vendor-sandbox/truv", fake))
+
+	c, err := truv.New(truv.Config{BaseURL: srv.URL + "/vendor-sandbox/truv", ClientID: clientID, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := c.StartSwitch(context.Background(), truv.SwitchRequest{
+		EndUserID:  "dn_1",
+		Target:     truv.Account{RoutingNumber: "021000021", AccountNumber: "1234", Type: truv.Savings, BankName: "Bank"},
+		Allocation: truv.Amount(20_00),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, js := get(t, srv.URL+"/vendor-sandbox/truv/bridge.js")
+	if !strings.Contains(js, `"`+srv.URL+`/vendor-sandbox/truv"`) || !strings.Contains(js, `origin = "`+srv.URL+`"`) {
+		t.Errorf("script does not open the widget under the path:\n%s", js)
+	}
+	if status, page := get(t, srv.URL+"/vendor-sandbox/truv/bridge/"+sw.BridgeToken); status != http.StatusOK || !strings.Contains(page, "$20.00 from each paycheck") {
+		t.Errorf("widget under the path answered %d", status)
+	}
 }

@@ -30,9 +30,9 @@ const DefaultTimeout = 10 * time.Second
 // deposit switch (Create a bridge token, docs.truv.com/reference/users_tokens).
 const ProductDepositSwitch = "deposit_switch"
 
-// maxErrorBody bounds how much of an error answer is read: enough for
-// Truv's error object, not an unbounded page from a proxy in the way.
-const maxErrorBody = 64 << 10
+// maxAnswer bounds how much of an answer is read: enough for Truv's
+// objects, not an unbounded page from a proxy in the way.
+const maxAnswer = 64 << 10
 
 // Config configures a Client. ClientID and Secret are the values Truv's
 // dashboard shows under Development → API Keys.
@@ -312,12 +312,12 @@ func (c *Client) post(ctx context.Context, op, path string, in, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(out); err != nil {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
 			return &UnavailableError{Op: op, Status: resp.StatusCode, Err: fmt.Errorf("decode answer: %w", err)}
 		}
 		return nil
 	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return &UnavailableError{Op: op, Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	}

@@ -10,7 +10,9 @@
 //
 // Of the four payroll vendors considered (Pinwheel, Atomic, Argyle, Truv),
 // Truv is the one whose own reference pages could be read for every detail
-// used here, next to Truv's own quickstart and demo applications. Its
+// used here, next to Truv's own quickstart and demo applications; Pinwheel,
+// the closest alternative, could be read only through third-party copies
+// of its API description. Truv's
 // bridge token carries the whole switch server-side: the target account
 // (routing and account number, type, bank name) and the allocation
 // (deposit_type percent or amount, deposit_value), so the donor cannot
@@ -76,12 +78,14 @@
 //   - Truv documents no idempotency key. A retry passes the Truv user id
 //     from the first attempt (SwitchRequest.UserID); a bridge token is
 //     short-lived and safe to mint again.
-//   - Which error.code strings Truv sends on 401/403/429: the page's table
-//     was not readable in full. The client relies on the status only.
+//   - Which error.code strings Truv sends on 403 (refused credentials) and
+//     429: the page's table was not readable in full. The client relies on
+//     the status only, and the fake marks its own codes "fake_...".
 //   - The exact form of event_created_at and whether every task event
 //     carries tracking_info (link, employment and bank-account events list
-//     it; the task events table was cut off). Parse falls back on user_id
-//     and link_id for correlation.
+//     it; the task events table was cut off, and Truv's demo application
+//     reports task events without user_id). ParseEvent also returns UserID
+//     and LinkID, so the edge can find the enrollment without tracking_info.
 //   - Whether Truv percent allocations accept two decimals: Truv reports a
 //     per-provider percent_precision. The client sends what the donor chose.
 //   - Truv's retry schedule for webhooks and which status it expects on a

@@ -49,7 +49,7 @@ type Config struct {
 }
 
 // Request is one API request the fake received, as it arrived, and the
-// status it answered.
+// status it answered (0 when the client gave up first).
 type Request struct {
 	Method string
 	Path   string
@@ -223,6 +223,7 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(d):
 		case <-r.Context().Done():
+			rec.status = 0 // the client gave up before an answer
 			return
 		}
 	}

@@ -110,7 +110,13 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndpoint) error {
 	cc, err := d.queue.Consume(ctx, ep.PartnerID, ep.ID, d.cfg.Concurrency, d.ackWait(),
 		func(job eventlog.Job) { d.take(ctx, job) },
-		func(err error) { d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker") })
+		func(err error) {
+			if errors.Is(err, eventlog.ErrStalled) {
+				d.log.Warn().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker stalled; starting it again")
+				return
+			}
+			d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker")
+		})
 	if err != nil {
 		return err
 	}

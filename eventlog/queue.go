@@ -226,12 +226,38 @@ func (q *DeliveryQueue) Consume(ctx context.Context, partner, endpoint string, c
 	if err != nil {
 		return nil, err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m, nc: q.l.nc}) },
+	// The watchdog stops a consumer that receives nothing while jobs wait
+	// for it and there is room to hand them out; the dispatcher then
+	// starts it again (watchdog.go).
+	w := newWatchdog(telemetry.ConsumerDeliveryQueue, func(ctx context.Context) (bool, error) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		return info.NumPending > 0 && info.NumAckPending < info.Config.MaxAckPending, nil
+	})
+	w.quiet = true
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		w.arrived()
+		handle(Job{msg: m, nc: q.l.nc})
+	},
 		jetstream.PullMaxMessages(concurrency),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { failed(err) }))
 	if err != nil {
 		return nil, natsErr("endpoint consumer", err)
 	}
+	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		<-cc.Closed()
+		stop(nil)
+	}()
+	go func() {
+		q.l.watch(wctx, w, stop)
+		if errors.Is(context.Cause(wctx), ErrStalled) {
+			failed(fmt.Errorf("endpoint consumer %s: %w", endpoint, ErrStalled))
+			cc.Stop()
+		}
+	}()
 	return &Consumption{cc: cc}, nil
 }
 

@@ -187,3 +187,52 @@ func TestAStalledSharedReaderIsTornDown(t *testing.T) {
 	}()
 	waitUntil(t, func() bool { return handed.Load() == 1 })
 }
+
+// An endpoint's delivery-queue consumer that receives nothing while jobs
+// wait for it (paused here) is stopped, counted and reported to the
+// dispatcher, which starts it again.
+func TestAStalledDeliveryConsumerIsStopped(t *testing.T) {
+	defer func(d time.Duration) { stallAfter = d }(stallAfter)
+	stallAfter = 400 * time.Millisecond
+	ctx := context.Background()
+	metrics := telemetry.NewMetrics()
+	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	q, err := l.OpenDeliveryQueue(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := make(chan error, 1)
+	c, err := q.Consume(ctx, "pt_a", "we_a", 4, time.Minute, func(j Job) { t.Errorf("a paused consumer handed out %s", j.Subject()) },
+		func(err error) {
+			if errors.Is(err, ErrStalled) {
+				reported <- err
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if _, err := l.js.PauseConsumer(ctx, q.name, consumerName("we_a"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Put(ctx, "pt_a", "we_a", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reported:
+	case <-time.After(20 * stallAfter):
+		t.Fatal("the stalled consumer was not reported")
+	}
+	select {
+	case <-c.Closed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled consumer was not stopped")
+	}
+	if n := stalls(t, metrics, telemetry.ConsumerDeliveryQueue); n != 1 {
+		t.Fatalf("%v stalls counted, want 1", n)
+	}
+}

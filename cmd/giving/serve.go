@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +59,34 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
+}
+
+// missingForProduction lists every production setting that is not set,
+// each as its flag and its variable, so that one start names them all.
+// The sandbox needs none of them: it sends no text message, and its vendor
+// secrets are derived from the master key.
+func (f *serveFlags) missingForProduction() []string {
+	var missing []string
+	need := func(flag, value string) {
+		switch {
+		case strings.TrimSpace(value) == "":
+			missing = append(missing, "--"+flag+" ("+envName(flag)+")")
+		case strings.Contains(value, "CHANGE-ME"):
+			missing = append(missing, "--"+flag+" ("+envName(flag)+", still the example's CHANGE-ME)")
+		}
+	}
+	need("twilio-account-sid", f.twilio.cfg.AccountSID)
+	need("twilio-auth-token", f.twilio.cfg.AuthToken)
+	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
+	need("vendor-secret-payroll", f.vendors.payroll)
+	need("vendor-secret-bank", f.vendors.bank)
+	need("vendor-secret-kyc", f.vendors.kyc)
+	if f.ledger.natsURL != "" {
+		// Instances on a cluster share one master key: one generated into
+		// each data directory would seal what the others cannot open.
+		need("master-key", f.ledger.masterKey)
+	}
+	return missing
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -110,6 +139,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
+	}
+	if lcfg.Env == domain.Production {
+		if missing := f.missingForProduction(); len(missing) > 0 {
+			return usageError{"the production stack needs these settings, which are not set: " + strings.Join(missing, ", ") +
+				" (each as a flag or its GIVING_* variable; deploy/systemd/giving.env.example names them all)"}
+		}
 	}
 	useTLS, roots, err := f.tls()
 	if err != nil {

@@ -278,10 +278,10 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		var de *domain.Error
 		switch {
 		case errors.Is(err, domain.ErrWrongStep) || errors.Is(err, domain.ErrSessionClosed):
-		case errors.As(err, &de) && flashes[string(de.Code)].Message != "":
+		case errors.As(err, &de) && flowMessage(string(de.Code)) != nil:
 			flash = string(de.Code)
 		case errors.Is(err, app.ErrPhoneService):
-			flash = "sms-failed"
+			flash = string(domain.FlowSMSFailed.Code)
 		case errors.Is(err, app.ErrDonorForgotten):
 			s.renderFlow(w, r, flowUnavailablePage())
 			return
@@ -311,13 +311,13 @@ func (s *Server) flowCheckCode(ctx context.Context, f *flowRequest) (string, err
 		return r
 	}, f.form.Get("code"))
 	if !sixDigits(code) {
-		return "code-format", nil
+		return string(domain.FlowCodeFormat.Code), nil
 	}
 	res, err := s.app.CheckCode(ctx, f.sess, code, f.now)
 	if err != nil || res.Correct || res.Locked {
 		return "", err
 	}
-	return "code-wrong", nil
+	return string(domain.FlowCodeWrong.Code), nil
 }
 
 func sixDigits(s string) bool {
@@ -335,10 +335,10 @@ func sixDigits(s string) bool {
 // flowConsent records the donor's consent to the text the page showed.
 func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error) {
 	if f.form.Get("version") != domain.ConsentVersion {
-		return "consent-changed", nil
+		return string(domain.FlowConsentChanged.Code), nil
 	}
 	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
-		return "consent-missing", nil
+		return string(domain.FlowConsentMissing.Code), nil
 	}
 	return "", s.app.Consent(ctx, f.sess, f.now)
 }
@@ -350,11 +350,11 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	}
 	provider, ok := s.app.PayrollProvider(f.form.Get("provider"))
 	if !ok {
-		return "provider-missing", nil
+		return string(domain.FlowProviderMissing.Code), nil
 	}
 	user, password := f.form.Get("username"), f.form.Get("password")
 	if strings.TrimSpace(user) == "" || password == "" {
-		return "credentials-missing", nil
+		return string(domain.FlowCredentialsMissing.Code), nil
 	}
 	connected, err := s.app.ConnectPayroll(ctx, f.sess, provider, user, password, f.now)
 	if err != nil || connected {

@@ -68,18 +68,14 @@ type flowError struct {
 	Message string
 }
 
-// flashes are the messages an action can ask its redirect to show, by code.
-var flashes = map[string]flowError{
-	"code-format":         {"code", "Enter the 6-digit code from the text message."},
-	"code-wrong":          {"code", "That code is not right."},
-	"code-expired":        {"code", "That code has expired. Send a new code."},
-	"no-code":             {"send", "Send a code to your phone first."},
-	"resend-too-soon":     {"send", "Please wait a few seconds before asking for another code."},
-	"sms-failed":          {"send", "We could not reach the text message service. Please try again in a moment."},
-	"consent-missing":     {"consent", "Tick both boxes to continue."},
-	"consent-changed":     {"consent", "The terms were updated. Please read them again."},
-	"provider-missing":    {"provider", "Choose your payroll provider."},
-	"credentials-missing": {"username", "Enter the username and password you use with your payroll provider."},
+// flowMessage is the message the flow shows for a code named in the page's
+// address (domain.FlowMessage), or nil.
+func flowMessage(code string) *flowError {
+	p, ok := domain.FlowMessage(domain.Code(code))
+	if !ok {
+		return nil
+	}
+	return &flowError{Field: p.Field, Message: p.Message}
 }
 
 func flowNotFoundPage() flowView {
@@ -110,9 +106,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		return
 	}
 	v.Church = church
-	if e, ok := flashes[flash]; ok {
-		v.Error = &e
-	}
+	v.Error = flowMessage(flash)
 	step := sess.Step(f.now)
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
@@ -142,10 +136,10 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		v.PhoneEnd = ending
 		v.CodeSent = sess.CodeSentAt != nil
 		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
-		if v.Error != nil && flash == "code-wrong" {
+		if v.Error != nil && flash == string(domain.FlowCodeWrong.Code) {
 			v.Error.Message += " You have " + plural(v.TriesLeft, "try", "tries") + " left."
 		}
-		if v.Error != nil && flash == "resend-too-soon" {
+		if v.Error != nil && flash == string(domain.ErrResendTooSoon.Code) {
 			if wait := sess.ResendIn(f.now); wait > 0 {
 				v.Error.Message = "Please wait " + plural(int((wait+time.Second-1)/time.Second), "second", "seconds") + " before asking for another code."
 			}

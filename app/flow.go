@@ -157,7 +157,7 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 // takes effect (enrollment.updated); it is refused (ErrSessionClosed) once
 // the enrollment no longer waits for it.
 func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
-	church, err := s.ChurchName(sess)
+	terms, err := s.ConsentTerms(sess)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Tim
 		}
 	}
 	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Consent(cur, church, now)
+		return domain.Consent(cur, terms, now)
 	})
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ const (
 	CodeResendWait  = 30 * time.Second
 	MaxCodeAttempts = 5
 	MaxRedirectURL  = 2048
-	ConsentVersion  = "2026-11-01"
+	ConsentVersion  = "2026-11-28"
 	KYCPassed       = "passed"
 	KYCReview       = "review"
 	KYCFailed       = "failed"
@@ -442,18 +442,34 @@ func CheckCode(s *Session, correct bool, now time.Time) (*Event, error) {
 	return &ev, nil
 }
 
-// ConsentText is the versioned consent the donor agrees to.
-func ConsentText(churchName string, g Giving) string {
-	return "I authorize my employer's payroll provider to deduct " + g.Words() + " and send it to " + churchName +
-		" until I cancel. I can cancel at any time through the partner. Consent version " + ConsentVersion + "."
+// ConsentTerms is who the consent names: the church the gift goes to, the
+// partner by the name donors know it by, and where the donor asks that
+// partner to stop the gift ("" when the partner gave none).
+type ConsentTerms struct {
+	Church  string
+	Partner string
+	Support string
+}
+
+// ConsentText is the versioned consent the donor agrees to. ConsentVersion
+// names its wording (a new wording gets a new version, and a form shown
+// under another version is refused); the names and the support contact fill
+// it in.
+func ConsentText(t ConsentTerms, g Giving) string {
+	stop := "I can stop giving at any time by contacting " + t.Partner
+	if t.Support != "" {
+		stop += " support at " + t.Support
+	}
+	return "I authorize my employer's payroll provider to deduct " + g.Words() + " and send it to " + t.Church +
+		" until I stop giving. " + stop + ". Consent version " + ConsentVersion + "."
 }
 
 // Consent decides recording the donor's consent to the current text.
-func Consent(s *Session, churchName string, now time.Time) (*Event, error) {
+func Consent(s *Session, t ConsentTerms, now time.Time) (*Event, error) {
 	if err := s.at(StepConsent, now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: ConsentText(churchName, s.Giving)})
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: ConsentText(t, s.Giving)})
 	return &ev, nil
 }
 

@@ -56,6 +56,13 @@ type flowView struct {
 	// gives now, in words (Gift is the one asked for).
 	Previous string
 	Reason   string // why an ended gift ended, in words
+	// Brand is what the page shows of the partner: its display name (the
+	// partner's name when it has none), logo and links; empty on pages
+	// that know no session.
+	Brand domain.Brand
+	// Reference is what the donor quotes to the partner's support about
+	// the gift: its enrollment id, which the partner has from its events.
+	Reference string
 }
 
 // reconsentSteps are the steps of a re-consent session.
@@ -104,12 +111,16 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	if reconsent {
 		v.Previous, v.Labels = sess.Previous.Words(), reconsentSteps
 	}
-	church, err := s.app.ChurchName(sess)
+	terms, err := s.app.ConsentTerms(sess)
 	if err != nil {
 		s.flowFail(w, r, err)
 		return
 	}
-	v.Church = church
+	if v.Brand, err = s.app.Brand(sess); err != nil {
+		s.flowFail(w, r, err)
+		return
+	}
+	v.Church = terms.Church
 	if e, ok := flashes[flash]; ok {
 		v.Error = &e
 	}
@@ -152,7 +163,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		}
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
-		v.ConsentText, v.ConsentVersion = domain.ConsentText(church, sess.Giving), domain.ConsentVersion
+		v.ConsentText, v.ConsentVersion = domain.ConsentText(terms, sess.Giving), domain.ConsentVersion
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {
@@ -176,14 +187,14 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 				s.flowFail(w, r, err)
 				return
 			}
-			v.Page, v.Title = "done", "Your new amount is set"
+			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
 			break
 		}
 		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
 			s.flowFail(w, r, err)
 			return
 		}
-		v.Page, v.Title = "done", "You're all set"
+		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
 	case domain.StepDeclined:
 		v.Page, v.Title = "declined", "We couldn't verify your identity"

@@ -46,7 +46,9 @@ func TestBrandValidation(t *testing.T) {
 		{"logo host a policy could be broken by", domain.Sandbox, with(func(b *domain.Brand) { b.LogoURL = "https://a.example;script-src/logo.png" }), []string{"logo_url"}},
 		{"logo on a bad port", domain.Sandbox, with(func(b *domain.Brand) { b.LogoURL = "https://cdn.acme.example:0/logo.png" }), []string{"logo_url"}},
 		{"logo on a port and an IPv4 host", domain.Sandbox, with(func(b *domain.Brand) { b.LogoURL = "https://127.0.0.1:8443/logo.png" }), nil},
-		{"logo URL too long", domain.Sandbox, with(func(b *domain.Brand) { b.LogoURL = "https://cdn.acme.example/" + strings.Repeat("a", domain.MaxBrandURL) }), []string{"logo_url"}},
+		{"logo URL too long", domain.Sandbox, with(func(b *domain.Brand) {
+			b.LogoURL = "https://cdn.acme.example/" + strings.Repeat("a", domain.MaxBrandURL)
+		}), []string{"logo_url"}},
 		{"javascript privacy", domain.Sandbox, with(func(b *domain.Brand) { b.PrivacyURL = "javascript:alert(1)" }), []string{"privacy_url"}},
 		{"http terms", domain.Sandbox, with(func(b *domain.Brand) { b.TermsURL = "http://acme.example/terms" }), []string{"terms_url"}},
 		{"http support page", domain.Sandbox, with(func(b *domain.Brand) { b.SupportEmail, b.SupportURL = "", "http://acme.example/help" }), []string{"support_url"}},

@@ -128,7 +128,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
 		if err := s.app.CheckDonor(ctx, sess); err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 	}
@@ -145,7 +145,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	case domain.StepVerifyPhone:
 		ending, err := s.app.PhoneEnding(ctx, sess)
 		if err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
@@ -237,7 +237,7 @@ func (s *Server) flowEnrollmentClosed(w http.ResponseWriter, r *http.Request, se
 	} else {
 		v.Page, v.Title, v.Reason = "ended", "Your giving has ended", endedBecause[e.EndReason]
 	}
-	s.renderFlow(w, r, v)
+	s.renderFlow(w, r, s.branded(sess, v))
 	return true
 }
 
@@ -249,9 +249,9 @@ var endedBecause = map[string]string{
 
 // flowVaultFail shows the "no longer available" page for a donor whose phone
 // was erased, and the trouble page for anything else.
-func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, sess domain.Session, err error) {
 	if errors.Is(err, app.ErrDonorForgotten) {
-		s.renderFlow(w, r, flowUnavailablePage())
+		s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 		return
 	}
 	s.flowFail(w, r, err)
@@ -328,9 +328,32 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	if v.Poll > 0 {
 		w.Header().Set("Content-Security-Policy", flowWaitCSP)
 	}
+	if origin := v.Brand.LogoOrigin(); origin != "" {
+		w.Header().Set("Content-Security-Policy", allowImagesFrom(w.Header().Get("Content-Security-Policy"), origin))
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(v.Status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// allowImagesFrom adds origin to the images csp allows. The partner's logo
+// is the one thing a flow page loads from elsewhere: its origin alone is
+// allowed, on the pages that show it, never a wildcard. The brand's
+// validation keeps the origin a plain scheme, host and port, so it cannot
+// add a directive.
+func allowImagesFrom(csp, origin string) string {
+	return strings.Replace(csp, "img-src 'self'", "img-src 'self' "+origin, 1)
+}
+
+// branded fills in whom a page outside the session's steps names: its
+// church and its partner. Such a page has a message of its own, which it
+// shows without them when they cannot be read.
+func (s *Server) branded(sess domain.Session, v flowView) flowView {
+	if v.Church == "" {
+		v.Church, _ = s.app.ChurchName(sess)
+	}
+	v.Brand, _ = s.app.Brand(sess)
+	return v
 }
 
 // assets are the static files of the flow (flowui) and of the API

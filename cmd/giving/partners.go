@@ -159,7 +159,7 @@ func (b *brandFlags) change(fs *flag.FlagSet) domain.BrandChange {
 }
 
 // flagsError names the flags an invalid request is about, where a flag
-// sets the field, as a usage error.
+// sets the field.
 func flagsError(fs *flag.FlagSet, err error) error {
 	var de *domain.Error
 	if !errors.As(err, &de) || len(de.Fields) == 0 {
@@ -173,7 +173,7 @@ func flagsError(fs *flag.FlagSet, err error) error {
 		}
 		parts[i] = name + ": " + f.Detail
 	}
-	return usageError{"invalid: " + strings.Join(parts, "; ")}
+	return fmt.Errorf("%s %s", de.Detail, strings.Join(parts, "; "))
 }
 
 func runKeysIssue(ctx context.Context, args []string, stdout, stderr io.Writer) error {

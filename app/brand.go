@@ -25,7 +25,7 @@ func (o *Operators) ChangeBrand(ctx context.Context, partnerID string, c domain.
 			p := domain.Fold[domain.Partner](h.Events)
 			ev, err := domain.ChangeBrand(&p, c, time.Now())
 			after, changed = p.Brand, ev != nil
-			if ev != nil {
+			if changed {
 				after = ev.Payload.(*domain.PartnerBrandChanged).Brand
 			}
 			return ev, err
@@ -47,18 +47,4 @@ func (s *Service) Brand(sess domain.Session) (domain.Brand, error) {
 	b := p.Brand
 	b.DisplayName = b.DisplayNameOr(p.Name)
 	return b, nil
-}
-
-// ConsentTerms is who the session's consent names: its church, and its
-// partner as donors know it, with the partner's support contact.
-func (s *Service) ConsentTerms(sess domain.Session) (domain.ConsentTerms, error) {
-	church, err := s.ChurchName(sess)
-	if err != nil {
-		return domain.ConsentTerms{}, err
-	}
-	b, err := s.Brand(sess)
-	if err != nil {
-		return domain.ConsentTerms{}, err
-	}
-	return domain.ConsentTerms{Church: church, Partner: b.DisplayName, Support: b.Support()}, nil
 }

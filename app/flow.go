@@ -157,7 +157,11 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 // takes effect (enrollment.updated); it is refused (ErrSessionClosed) once
 // the enrollment no longer waits for it.
 func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
-	terms, err := s.ConsentTerms(sess)
+	church, err := s.ChurchName(sess)
+	if err != nil {
+		return err
+	}
+	brand, err := s.Brand(sess)
 	if err != nil {
 		return err
 	}
@@ -167,7 +171,7 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Tim
 		}
 	}
 	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Consent(cur, terms, now)
+		return domain.Consent(cur, brand.ConsentTerms(church), now)
 	})
 	if err != nil {
 		return err

@@ -182,6 +182,13 @@ func (b Brand) Support() string {
 	return b.SupportURL
 }
 
+// ConsentTerms is who a consent to give to church names: the partner by
+// the brand's display name (set it with DisplayNameOr first), and its
+// support contact.
+func (b Brand) ConsentTerms(church string) ConsentTerms {
+	return ConsentTerms{Church: church, Partner: b.DisplayName, Support: b.Support()}
+}
+
 // LogoOrigin is the origin the logo loads from ("" without a logo): the
 // one image source a flow page allows besides its own.
 func (b Brand) LogoOrigin() string {

@@ -169,6 +169,8 @@ func TestConsentTextNamesThePartner(t *testing.T) {
 	}{
 		{graceTerms, "I authorize my employer's payroll provider to deduct 3% of each paycheck and send it to Grace until I stop giving. " +
 			"I can stop giving at any time by contacting Acme Giving support at help@acme.example. Consent version " + domain.ConsentVersion + "."},
+		{domain.Brand{DisplayName: "Acme Giving", SupportURL: "https://acme.example/help"}.ConsentTerms("Grace"), "I authorize my employer's payroll provider to deduct 3% of each paycheck and send it to Grace until I stop giving. " +
+			"I can stop giving at any time by contacting Acme Giving support at https://acme.example/help. Consent version " + domain.ConsentVersion + "."},
 		{domain.ConsentTerms{Church: "Grace", Partner: "Acme"}, "I authorize my employer's payroll provider to deduct 3% of each paycheck and send it to Grace until I stop giving. " +
 			"I can stop giving at any time by contacting Acme. Consent version " + domain.ConsentVersion + "."},
 	}

@@ -111,16 +111,16 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	if reconsent {
 		v.Previous, v.Labels = sess.Previous.Words(), reconsentSteps
 	}
-	terms, err := s.app.ConsentTerms(sess)
+	church, err := s.app.ChurchName(sess)
 	if err != nil {
 		s.flowFail(w, r, err)
 		return
 	}
+	v.Church = church
 	if v.Brand, err = s.app.Brand(sess); err != nil {
 		s.flowFail(w, r, err)
 		return
 	}
-	v.Church = terms.Church
 	if e, ok := flashes[flash]; ok {
 		v.Error = &e
 	}
@@ -163,7 +163,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		}
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
-		v.ConsentText, v.ConsentVersion = domain.ConsentText(terms, sess.Giving), domain.ConsentVersion
+		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {

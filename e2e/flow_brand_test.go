@@ -1,11 +1,21 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
@@ -260,5 +270,67 @@ func TestBrandChangeShowsOnTheNextPage(t *testing.T) {
 		if e := decodeEnvelope(t, raw); strings.HasPrefix(e.EventType, "partner.") {
 			t.Fatalf("the feed shows %s", e.EventType)
 		}
+	}
+}
+
+// In a real browser the partner's logo, served over https from its own
+// origin, loads under the page's policy, which blocks any other image
+// source; its request carries no referrer, so the url's token never leaves
+// the page.
+func TestFlowLogoLoadsInBrowser(t *testing.T) {
+	var logo bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 40, 40))
+	draw.Draw(img, img.Bounds(), &image.Uniform{C: color.RGBA{R: 200, A: 255}}, image.Point{}, draw.Src)
+	if err := png.Encode(&logo, img); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		requests []*http.Request
+	)
+	cdn := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.Clone(context.Background()))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(logo.Bytes())
+	}))
+	t.Cleanup(cdn.Close)
+	// The test's certificate is its own: the browser is told to accept it.
+	b := newBrowser(t, chromedp.Flag("ignore-certificate-errors", true))
+
+	ts := startStack(t)
+	brand := acmeBrand
+	brand.LogoURL = cdn.URL + "/brand/logo.png"
+	c, _ := brandedPartner(t, ts, "Acme Church Software", brand)
+	s := openSession(t, c, importChurch(t, c, "Grace Chapel"), "+12025550100", "pct", "3", "https://partner.example/done")
+	tb := b.tab(t)
+	tb.open(s.URL, "Confirm it's you")
+	waitFor(t, 10*time.Second, "the logo to load", func() bool {
+		return tb.text(`String(document.querySelector("img.logo").complete && document.querySelector("img.logo").naturalWidth)`) == "40"
+	})
+	if alt := tb.text(`document.querySelector("img.logo").alt`); alt != "Acme Giving logo" {
+		t.Fatalf("logo alt %q", alt)
+	}
+	// An image from anywhere else is refused by the page's policy.
+	tb.text(`(function () { var i = new Image(); i.id = "stray"; i.src = "https://cdn.elsewhere.example/x.png"; document.body.appendChild(i); return ""; })()`)
+	waitFor(t, 10*time.Second, "the policy to refuse another image source", func() bool {
+		for _, m := range tb.messages() {
+			if strings.Contains(m, "cdn.elsewhere.example") && strings.Contains(m, "Content Security Policy") {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	token := strings.TrimPrefix(s.URL, ts.URL+"/flow/")
+	for _, r := range requests {
+		if r.Header.Get("Referer") != "" || strings.Contains(r.URL.String(), token) {
+			t.Fatalf("the logo's request gave away the page: %s %v", r.URL, r.Header)
+		}
+	}
+	if len(requests) == 0 {
+		t.Fatal("the logo was never requested")
 	}
 }

@@ -48,7 +48,7 @@ func runPartnersCreate(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	defer l.Close()
-	id, key, err := app.NewOperators(l).CreatePartner(ctx, *name, origins, domain.Brand{}.With(bf.change(fs)))
+	id, key, err := app.NewOperators(l).CreatePartner(ctx, *name, origins, bf.values)
 	if err != nil {
 		return flagsError(fs, err)
 	}

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,48 @@ func TestConsentTextNamesThePartner(t *testing.T) {
 		}
 		if strings.Contains(got, "partner") || strings.Contains(got, "cancel") {
 			t.Errorf("consent text uses words donors do not: %q", got)
+		}
+	}
+}
+
+// A consent is recorded only to the text the donor's form showed: a form
+// that showed another text (the partner's brand changed meanwhile) is
+// refused, and one that names no text is taken at the current one.
+func TestConsentToTheTextShown(t *testing.T) {
+	now := time.Now()
+	open := func() *domain.Session {
+		var s domain.Session
+		created, err := domain.CreateSession(&s, domain.NewSession{ID: domain.NewID(domain.PrefixSession), PartnerID: "pt_a", ChurchID: "ch_1",
+			Giving: domain.Giving{Mode: domain.ModePercent, Value: 300}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(created)
+		step(t, &s, func(s *domain.Session) (*domain.Event, error) { return domain.SendCode(s, now) })
+		step(t, &s, func(s *domain.Session) (*domain.Event, error) { return domain.CheckCode(s, true, now) })
+		return &s
+	}
+	shown := domain.ConsentDigest(domain.ConsentText(graceTerms, domain.Giving{Mode: domain.ModePercent, Value: 300}))
+	renamed := graceTerms
+	renamed.Partner = "Acme Church Giving"
+	for _, tt := range []struct {
+		name  string
+		terms domain.ConsentTerms
+		shown string
+		err   error
+	}{
+		{"the text shown", graceTerms, shown, nil},
+		{"no text named", renamed, "", nil},
+		{"the partner renamed since", renamed, shown, domain.ErrTermsChanged},
+		{"another amount's text", graceTerms, domain.ConsentDigest(domain.ConsentText(graceTerms, domain.Giving{Mode: domain.ModePercent, Value: 500})), domain.ErrTermsChanged},
+	} {
+		s := open()
+		ev, err := domain.Consent(s, tt.terms, tt.shown, now)
+		if !errors.Is(err, tt.err) {
+			t.Fatalf("%s: %v, want %v", tt.name, err, tt.err)
+		}
+		if err == nil && ev.Payload.(*domain.ConsentGiven).Text != domain.ConsentText(tt.terms, s.Giving) {
+			t.Fatalf("%s: recorded %+v", tt.name, ev.Payload)
 		}
 	}
 }

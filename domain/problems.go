@@ -143,4 +143,5 @@ var (
 	flowResendTooSoon = define(Problem{Code: "resend-too-soon", Kind: KindConflict, Status: 409, Title: "Resend too soon", Flow: true})
 	flowCodeExpired   = define(Problem{Code: "code-expired", Kind: KindInvalid, Status: 422, Title: "Code expired", Flow: true})
 	flowNoCode        = define(Problem{Code: "no-code", Kind: KindInvalid, Status: 422, Title: "No code sent", Flow: true})
+	flowTermsChanged  = define(Problem{Code: "consent-changed", Kind: KindConflict, Status: 409, Title: "Consent text changed", Flow: true})
 )

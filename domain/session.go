@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"time"
 )
 
@@ -355,6 +357,7 @@ var (
 	ErrResendTooSoon = flowResendTooSoon.New("Please wait before asking for another code.")
 	ErrCodeExpired   = flowCodeExpired.New("That code has expired. Ask for a new one.")
 	ErrNoCode        = flowNoCode.New("Ask for a code first.")
+	ErrTermsChanged  = flowTermsChanged.New("The consent text changed since the page showed it.")
 )
 
 // Bind decides binding the session to a browser. held is the hash of the
@@ -464,12 +467,26 @@ func ConsentText(t ConsentTerms, g Giving) string {
 		" until I stop giving. " + stop + ". Consent version " + ConsentVersion + "."
 }
 
-// Consent decides recording the donor's consent to the current text.
-func Consent(s *Session, t ConsentTerms, now time.Time) (*Event, error) {
+// ConsentDigest identifies a consent text. The consent form carries the
+// digest of the text it showed, so that a consent is recorded only to the
+// very text the donor read, names and support contact included.
+func ConsentDigest(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Consent decides recording the donor's consent to the current text. shown
+// is the digest of the text the donor's form showed; a form that carries
+// none (a scripted client) is taken to have shown the current one.
+func Consent(s *Session, t ConsentTerms, shown string, now time.Time) (*Event, error) {
 	if err := s.at(StepConsent, now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: ConsentText(t, s.Giving)})
+	text := ConsentText(t, s.Giving)
+	if shown != "" && shown != ConsentDigest(text) {
+		return nil, ErrTermsChanged
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: text})
 	return &ev, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,9 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
 )
+
+// termsDigest finds the digest of the consent text a consent page shows.
+var termsDigest = regexp.MustCompile(`name="terms_digest" value="([0-9a-f]{32})"`)
 
 // brandedPartner onboards a partner with a brand and returns a client
 // acting as it, with its id.
@@ -235,7 +239,8 @@ func TestFlowWithoutABrand(t *testing.T) {
 }
 
 // An operator's change of the brand (partner.brand_changed) shows on the
-// partner's next page, and never on its feed: it is an internal event.
+// partner's next page, and never on its feed: it is an internal event. A
+// consent form shown before the change is refused.
 func TestBrandChangeShowsOnTheNextPage(t *testing.T) {
 	ts := startStack(t)
 	c, pid := brandedPartner(t, ts, "Acme Church Software", acmeBrand)
@@ -263,8 +268,34 @@ func TestBrandChangeShowsOnTheNextPage(t *testing.T) {
 	if _, changed, err := ts.Operators.ChangeBrand(context.Background(), pid, domain.BrandChange{DisplayName: &name}); err != nil || changed {
 		t.Fatalf("the same brand again: %v %v", changed, err)
 	}
-	if n := len(ledgerEvents(t, ts.Ledger, "partner.brand_changed")); n != 1 {
-		t.Fatalf("%d partner.brand_changed in the ledger, want 1", n)
+
+	// A donor who read the consent before a change agrees to nothing: the
+	// consent is recorded only to the text the page showed.
+	d.submit("code", nil)
+	p = d.submit("verify", url.Values{"code": {"000000"}})
+	p.expect(t, http.StatusOK, "Agree to give")
+	shown := termsDigest.FindStringSubmatch(p.Body)
+	if shown == nil || !strings.Contains(p.Body, "contacting Acme Church Giving support at "+page) {
+		t.Fatalf("consent page:\n%s", p.Body)
+	}
+	renamed := "Acme Giving Online"
+	if _, _, err := ts.Operators.ChangeBrand(context.Background(), pid, domain.BrandChange{DisplayName: &renamed}); err != nil {
+		t.Fatal(err)
+	}
+	ts.waitProjected(t)
+	consent := url.Values{"version": {domain.ConsentVersion}, "terms_digest": {shown[1]}, "gift": {"yes"}, "terms": {"yes"}}
+	p = d.submit("consent", consent)
+	if p.h1() != "Agree to give" || !strings.Contains(p.Body, "The terms were updated. Please read them again.") || !strings.Contains(p.Body, "contacting Acme Giving Online support") {
+		t.Fatalf("a consent to the text before the change: %q\n%s", p.h1(), p.Body)
+	}
+	consent.Set("terms_digest", termsDigest.FindStringSubmatch(p.Body)[1])
+	d.submit("consent", consent).expect(t, http.StatusOK, "Connect your payroll")
+	consented := ledgerEvents(t, ts.Ledger, "donor_session.consented")
+	if len(consented) != 1 || !strings.Contains(consented[0].Payload.(*domain.ConsentGiven).Text, "contacting Acme Giving Online support at "+page) {
+		t.Fatalf("consents recorded: %+v", consented)
+	}
+	if n := len(ledgerEvents(t, ts.Ledger, "partner.brand_changed")); n != 2 {
+		t.Fatalf("%d partner.brand_changed in the ledger, want 2: the same brand again records nothing", n)
 	}
 	for _, raw := range getEvents(t, c, url.Values{}).Data {
 		if e := decodeEnvelope(t, raw); strings.HasPrefix(e.EventType, "partner.") {

@@ -339,7 +339,7 @@ func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error
 	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
 		return "consent-missing", nil
 	}
-	return "", s.app.Consent(ctx, f.sess, f.now)
+	return "", s.app.Consent(ctx, f.sess, f.form.Get("terms_digest"), f.now)
 }
 
 // flowPayroll signs the donor in to their payroll provider.

@@ -49,6 +49,7 @@ type flowView struct {
 	TriesLeft      int
 	ConsentText    string
 	ConsentVersion string
+	ConsentDigest  string
 	Providers      []domain.PayrollProvider
 	Provider       string // the provider a failed sign-in was for
 	Sandbox        bool
@@ -164,6 +165,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
 		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
+		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {

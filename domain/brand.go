@@ -16,9 +16,9 @@ import (
 // email address, one of them), and its privacy and terms pages. Partners
 // onboarded before brands existed have none; the flow then shows the
 // partner's name and leaves out what is missing. On production, a partner
-// needs a support contact and its privacy and terms pages (RequiredOn):
-// the consent tells a donor how to stop giving, and a live donor must be
-// able to read the policies of the one they give through.
+// needs a support contact and its privacy and terms pages: the consent
+// tells a donor to contact that support to stop giving, and a live donor
+// must be able to read the policies of the one they give through.
 type Brand struct {
 	DisplayName  string `json:"display_name,omitempty"`
 	LogoURL      string `json:"logo_url,omitempty"`
@@ -60,7 +60,7 @@ const (
 
 // With returns the brand with the change made.
 func (b Brand) With(c BrandChange) Brand {
-	set := func(to *string, from *string) {
+	set := func(to, from *string) {
 		if from != nil {
 			*to = *from
 		}

@@ -139,11 +139,10 @@ func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain
 	v := flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired"}
 	if sess.Purpose == domain.SessionPurposeUpdate {
 		v.Previous = sess.Previous.Words()
-		v.Church, _ = s.app.ChurchName(sess)
 	} else {
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)
 	}
-	s.renderFlow(w, r, v)
+	s.renderFlow(w, r, s.branded(sess, v))
 }
 
 // flowBind checks the browser's binding cookie, binding the session to this
@@ -154,7 +153,7 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 		if secret, ok := boundSecret(r, *sess); ok {
 			return secret, true
 		}
-		s.renderFlow(w, r, flowUsedPage())
+		s.renderFlow(w, r, s.branded(*sess, flowUsedPage()))
 		return "", false
 	}
 	// This instance shows no binding, but another may have bound the
@@ -166,10 +165,10 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 	after, err := s.app.BindBrowser(r.Context(), *sess, heldHash, domain.HashSecret(fresh), now)
 	switch {
 	case errors.Is(err, domain.ErrLinkUsed):
-		s.renderFlow(w, r, flowUsedPage())
+		s.renderFlow(w, r, s.branded(*sess, flowUsedPage()))
 		return "", false
 	case errors.Is(err, domain.ErrSessionClosed):
-		s.renderFlow(w, r, flowUnavailablePage())
+		s.renderFlow(w, r, s.branded(*sess, flowUnavailablePage()))
 		return "", false
 	case err != nil:
 		s.flowFail(w, r, err)
@@ -262,12 +261,12 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			secret, ok = boundSecret(r, sess)
 		}
 		if !ok {
-			s.renderFlow(w, r, flowUsedPage())
+			s.renderFlow(w, r, s.branded(sess, flowUsedPage()))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, flowFormLimit)
 		if err := r.ParseForm(); err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrfToken(sess.ID, secret))) {
-			s.renderFlow(w, r, flowView{Status: http.StatusForbidden, Page: "stale", Title: "Please try that again", Action: "/flow/" + token})
+			s.renderFlow(w, r, s.branded(sess, flowView{Status: http.StatusForbidden, Page: "stale", Title: "Please try that again", Action: "/flow/" + token}))
 			return
 		}
 		f := &flowRequest{token: token, sess: sess, secret: secret, now: s.now(), form: r.PostForm}
@@ -283,7 +282,7 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		case errors.Is(err, app.ErrPhoneService):
 			flash = string(domain.FlowSMSFailed.Code)
 		case errors.Is(err, app.ErrDonorForgotten):
-			s.renderFlow(w, r, flowUnavailablePage())
+			s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 			return
 		case err != nil:
 			s.flowFail(w, r, err)
@@ -340,7 +339,7 @@ func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error
 	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
 		return string(domain.FlowConsentMissing.Code), nil
 	}
-	return "", s.app.Consent(ctx, f.sess, f.now)
+	return "", s.app.Consent(ctx, f.sess, f.form.Get("terms_digest"), f.now)
 }
 
 // flowPayroll signs the donor in to their payroll provider.

@@ -49,6 +49,7 @@ type flowView struct {
 	TriesLeft      int
 	ConsentText    string
 	ConsentVersion string
+	ConsentDigest  string
 	Providers      []domain.PayrollProvider
 	Provider       string // the provider a failed sign-in was for
 	Sandbox        bool
@@ -56,6 +57,13 @@ type flowView struct {
 	// gives now, in words (Gift is the one asked for).
 	Previous string
 	Reason   string // why an ended gift ended, in words
+	// Brand is what the page shows of the partner: its display name (the
+	// partner's name when it has none), logo and links; empty on pages
+	// that know no session.
+	Brand domain.Brand
+	// Reference is what the donor quotes to the partner's support about
+	// the gift: its enrollment id, which the partner has from its events.
+	Reference string
 }
 
 // reconsentSteps are the steps of a re-consent session.
@@ -106,12 +114,16 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		return
 	}
 	v.Church = church
+	if v.Brand, err = s.app.Brand(sess); err != nil {
+		s.flowFail(w, r, err)
+		return
+	}
 	v.Error = flowMessage(flash)
 	step := sess.Step(f.now)
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
 		if err := s.app.CheckDonor(ctx, sess); err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 	}
@@ -128,7 +140,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	case domain.StepVerifyPhone:
 		ending, err := s.app.PhoneEnding(ctx, sess)
 		if err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
@@ -146,7 +158,8 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		}
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
-		v.ConsentText, v.ConsentVersion = domain.ConsentText(church, sess.Giving), domain.ConsentVersion
+		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
+		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {
@@ -170,14 +183,14 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 				s.flowFail(w, r, err)
 				return
 			}
-			v.Page, v.Title = "done", "Your new amount is set"
+			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
 			break
 		}
 		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
 			s.flowFail(w, r, err)
 			return
 		}
-		v.Page, v.Title = "done", "You're all set"
+		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
 	case domain.StepDeclined:
 		v.Page, v.Title = "declined", "We couldn't verify your identity"
@@ -220,7 +233,7 @@ func (s *Server) flowEnrollmentClosed(w http.ResponseWriter, r *http.Request, se
 	} else {
 		v.Page, v.Title, v.Reason = "ended", "Your giving has ended", endedBecause[e.EndReason]
 	}
-	s.renderFlow(w, r, v)
+	s.renderFlow(w, r, s.branded(sess, v))
 	return true
 }
 
@@ -232,9 +245,9 @@ var endedBecause = map[string]string{
 
 // flowVaultFail shows the "no longer available" page for a donor whose phone
 // was erased, and the trouble page for anything else.
-func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, sess domain.Session, err error) {
 	if errors.Is(err, app.ErrDonorForgotten) {
-		s.renderFlow(w, r, flowUnavailablePage())
+		s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 		return
 	}
 	s.flowFail(w, r, err)
@@ -311,9 +324,32 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	if v.Poll > 0 {
 		w.Header().Set("Content-Security-Policy", flowWaitCSP)
 	}
+	if origin := v.Brand.LogoOrigin(); origin != "" {
+		w.Header().Set("Content-Security-Policy", allowImagesFrom(w.Header().Get("Content-Security-Policy"), origin))
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(v.Status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// allowImagesFrom adds origin to the images csp allows. The partner's logo
+// is the one thing a flow page loads from elsewhere: its origin alone is
+// allowed, on the pages that show it, never a wildcard. The brand's
+// validation keeps the origin a plain scheme, host and port, so it cannot
+// add a directive.
+func allowImagesFrom(csp, origin string) string {
+	return strings.Replace(csp, "img-src 'self'", "img-src 'self' "+origin, 1)
+}
+
+// branded fills in whom a page outside the session's steps names: its
+// church and its partner. Such a page has a message of its own, which it
+// shows without them when they cannot be read.
+func (s *Server) branded(sess domain.Session, v flowView) flowView {
+	if v.Church == "" {
+		v.Church, _ = s.app.ChurchName(sess)
+	}
+	v.Brand, _ = s.app.Brand(sess)
+	return v
 }
 
 // assets are the static files of the flow (flowui) and of the API

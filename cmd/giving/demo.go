@@ -21,6 +21,15 @@ type demoRecord struct {
 	KeyPrefix string `json:"key_prefix,omitempty"`
 }
 
+// demoBrand is what donors see of the demo partner: enough to show the
+// flow's header, footer and consent as a branded partner's.
+var demoBrand = domain.Brand{
+	DisplayName: "Demo Partner Giving",
+	SupportURL:  "https://localhost/help",
+	PrivacyURL:  "https://localhost/privacy",
+	TermsURL:    "https://localhost/terms",
+}
+
 // printDemo creates the demo partner the first time, issues a fresh key,
 // waits until the instance's projections know it (so the key works the
 // moment it is shown), and prints it.
@@ -34,7 +43,7 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 	var key domain.NewKey
 	var err error
 	if rec.PartnerID == "" {
-		rec.PartnerID, key, err = ops.CreatePartner(ctx, "Demo Partner", []string{"https://localhost"})
+		rec.PartnerID, key, err = ops.CreatePartner(ctx, "Demo Partner", []string{"https://localhost"}, demoBrand)
 	} else {
 		key, err = ops.IssueKey(ctx, rec.PartnerID)
 	}

@@ -2,6 +2,7 @@
 //
 //	giving serve                      run the service (embedded NATS and bbolt under --data)
 //	giving partners create ...        onboard a partner and print its first API key
+//	giving partners update ...        change what donors see of a partner
 //	giving keys issue|revoke ...      manage API keys
 //	giving replay                     rebuild the projections from the ledger
 //	giving certify --base-url --api-key   run the certification sequence against a sandbox
@@ -55,6 +56,7 @@ const usage = `usage: giving <command> [flags]
 commands:
   serve              run the service
   partners create    onboard a partner and print its first API key
+  partners update    change what donors see of a partner (name, logo, links)
   keys issue         issue another API key to a partner
   keys revoke        revoke an API key by its prefix
   replay             rebuild the projections from the ledger
@@ -77,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return runServe(ctx, rest, stdout, stderr)
 	case "partners":
-		return runSub(ctx, "partners", rest, stdout, stderr, map[string]subcommand{"create": runPartnersCreate})
+		return runSub(ctx, "partners", rest, stdout, stderr, map[string]subcommand{"create": runPartnersCreate, "update": runPartnersUpdate})
 	case "keys":
 		return runSub(ctx, "keys", rest, stdout, stderr, map[string]subcommand{"issue": runKeysIssue, "revoke": runKeysRevoke})
 	case "replay":

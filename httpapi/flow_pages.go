@@ -20,10 +20,10 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// The flow's pages and assets, and the API reference's, embedded: nothing
-// is loaded from elsewhere.
+// The flow's pages and assets, the API reference's and the dashboard's,
+// embedded: nothing is loaded from elsewhere.
 //
-//go:embed flowui apidocs
+//go:embed flowui apidocs dashboardui
 var uiFiles embed.FS
 
 // flowView is what a flow page shows.
@@ -337,7 +337,7 @@ func loadAssets() map[string]flowAsset {
 	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
 	out := map[string]flowAsset{}
 	for ext, ct := range types {
-		for _, dir := range []string{"flowui", "apidocs"} {
+		for _, dir := range []string{"flowui", "apidocs", "dashboardui"} {
 			names, _ := fs.Glob(uiFiles, dir+"/*"+ext)
 			for _, n := range names {
 				body, err := uiFiles.ReadFile(n)

@@ -390,3 +390,13 @@ func formTime(v string) (*string, error) {
 	out := domain.FormatTime(t)
 	return &out, nil
 }
+
+// CheckFrameAncestors refuses a frame-ancestors source list that would
+// break the dashboard's policy header: it must be one line of sources
+// without a semicolon or a comma.
+func CheckFrameAncestors(v string) error {
+	if strings.TrimSpace(v) == "" || strings.ContainsAny(v, ";,\r\n") {
+		return errors.New("must be a CSP frame-ancestors source list, such as 'none', 'self' or https://admin.example.com")
+	}
+	return nil
+}

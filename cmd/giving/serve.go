@@ -38,6 +38,8 @@ type serveFlags struct {
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
+	// frameAncestors is who may frame the partner dashboard.
+	frameAncestors string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -54,6 +56,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
+	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
+		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
@@ -108,6 +112,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.timeouts.check(); err != nil {
 		return err
 	}
+	if err := httpapi.CheckFrameAncestors(f.frameAncestors); err != nil {
+		return usageError{"--dashboard-frame-ancestors: " + err.Error()}
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
@@ -140,7 +147,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
-		Webhooks: hooks, RequestLease: f.timeouts.lease,
+		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {

@@ -57,6 +57,9 @@ type Config struct {
 	// RequestLease caps how long a request may run holding its
 	// Idempotency-Key; 0 means eventlog.DefaultLease.
 	RequestLease time.Duration
+	// FrameAncestors is who may frame the partner dashboard (a CSP
+	// frame-ancestors source list); empty means nobody.
+	FrameAncestors string
 }
 
 // Stack is one running instance.
@@ -203,6 +206,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	s.Dispatcher.DisableWith(s.App.FailEndpoint)
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
+		FrameAncestors: cfg.FrameAncestors,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err

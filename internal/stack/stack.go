@@ -207,7 +207,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		FrameAncestors: cfg.FrameAncestors,
-		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }

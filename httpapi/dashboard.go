@@ -376,12 +376,15 @@ func (s *Server) dashFail(w http.ResponseWriter, r *http.Request, d *dashRequest
 // newFormKey is a fresh Idempotency-Key for one rendered form.
 func newFormKey() string { return "dashboard-" + rand.Text() }
 
+// formMinute is how a datetime-local field writes a time.
+const formMinute = "2006-01-02T15:04"
+
 // formTime reads a datetime-local field (UTC) as RFC 3339; empty is nil.
 func formTime(v string) (*string, error) {
 	if v == "" {
 		return nil, nil
 	}
-	t, err := time.Parse("2006-01-02T15:04", v)
+	t, err := time.Parse(formMinute, v)
 	if err != nil {
 		if t, err = time.Parse("2006-01-02T15:04:05", v); err != nil {
 			return nil, err

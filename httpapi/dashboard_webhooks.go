@@ -131,16 +131,18 @@ func (s *Server) dashCreateEndpoint(w http.ResponseWriter, r *http.Request, d *d
 
 type endpointData struct {
 	Endpoint endpointView
-	Attempts []attemptView
+	Attempts []recentAttempt
 	Outcome  string
 	Next     string
 	Types    []EventType
 	Form     endpointForm
+	// Since is the recover form's default start: a day ago.
+	Since string
 }
 
 func (s *Server) dashEndpoint(w http.ResponseWriter, r *http.Request, d *dashRequest) {
 	id := mux.Vars(r)["id"]
-	var data endpointData
+	data := endpointData{Since: s.now().Add(-24 * time.Hour).UTC().Format(formMinute)}
 	if !s.dashGet(w, r, d, "/v1/webhook_endpoints/"+url.PathEscape(id), &data.Endpoint) {
 		return
 	}
@@ -156,7 +158,9 @@ func (s *Server) dashEndpoint(w http.ResponseWriter, r *http.Request, d *dashReq
 	if !s.dashGet(w, r, d, "/v1/webhook_endpoints/"+url.PathEscape(id)+"/deliveries?"+q.Encode(), &atts) {
 		return
 	}
-	data.Attempts = atts.Data
+	for _, a := range atts.Data {
+		data.Attempts = append(data.Attempts, recentAttempt{attemptView: a, EndpointID: id})
+	}
 	if atts.NextCursor != nil {
 		q.Set("cursor", *atts.NextCursor)
 		q.Del("limit")

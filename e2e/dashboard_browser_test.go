@@ -60,7 +60,7 @@ func (tb *tab) inspect(src, version, name string) {
 		tb.audit(src, version)
 		if *updateScreens {
 			ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 			cancel()
 			if err != nil {
 				tb.t.Fatalf("screenshot %s: %v", name, err)

@@ -47,7 +47,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on for operator commands, recorded in the data directory (empty: none)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.publicURL, "public-url", "", "address partners and donors reach the service at (default http://<addr>)")
-	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key for it")
+	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key and a dashboard sign-in link for it")
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"strings"
 
@@ -29,29 +28,12 @@ type dashView struct {
 }
 
 // dashPages holds one template per page, each the layout with its body.
-var dashPages = parseDashPages()
-
-var dashFuncs = template.FuncMap{
+var dashPages = parsePages("dashboardui", template.FuncMap{
 	"asset":   assetURL,
 	"formKey": newFormKey,
 	"path":    dashPath,
-	"pretty":  prettyJSON,
 	"join":    strings.Join,
-}
-
-func parseDashPages() map[string]*template.Template {
-	base := template.Must(template.New("layout.html").Funcs(dashFuncs).ParseFS(uiFiles, "dashboardui/layout.html"))
-	names, err := fs.Glob(uiFiles, "dashboardui/page_*.html")
-	if err != nil || len(names) == 0 {
-		panic("httpapi: no dashboard pages embedded")
-	}
-	out := map[string]*template.Template{}
-	for _, n := range names {
-		page := strings.TrimSuffix(strings.TrimPrefix(n, "dashboardui/page_"), ".html")
-		out[page] = template.Must(template.Must(base.Clone()).ParseFS(uiFiles, n))
-	}
-	return out
-}
+})
 
 // renderDash writes a dashboard page, rendered into a buffer first so that
 // a template fault is a clean error page rather than half a page. d is nil

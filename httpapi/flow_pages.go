@@ -281,18 +281,19 @@ func plural(n int, one, many string) string {
 }
 
 // flowPages holds one template per page, each the layout with its body.
-var flowPages = parseFlowPages()
+var flowPages = parsePages("flowui", template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor})
 
-func parseFlowPages() map[string]*template.Template {
-	funcs := template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, "flowui/layout.html"))
-	names, err := fs.Glob(uiFiles, "flowui/page_*.html")
+// parsePages reads the pages of one folder of uiFiles: its layout.html
+// and, for each page_<name>.html, the layout with that page's body, by name.
+func parsePages(dir string, funcs template.FuncMap) map[string]*template.Template {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, dir+"/layout.html"))
+	names, err := fs.Glob(uiFiles, dir+"/page_*.html")
 	if err != nil || len(names) == 0 {
-		panic("httpapi: no flow pages embedded")
+		panic("httpapi: no pages embedded in " + dir)
 	}
 	out := map[string]*template.Template{}
 	for _, n := range names {
-		page := strings.TrimSuffix(strings.TrimPrefix(n, "flowui/page_"), ".html")
+		page := strings.TrimSuffix(strings.TrimPrefix(n, dir+"/page_"), ".html")
 		out[page] = template.Must(template.Must(base.Clone()).ParseFS(uiFiles, n))
 	}
 	return out

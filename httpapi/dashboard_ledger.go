@@ -91,7 +91,8 @@ func (s *Server) dashEvent(w http.ResponseWriter, r *http.Request, d *dashReques
 // catalogueEntry is one event type with its schema and an example, drawn.
 type catalogueEntry struct {
 	EventType
-	Schema string
+	Schema  string
+	Example string
 }
 
 func (s *Server) dashEventTypes(w http.ResponseWriter, r *http.Request, d *dashRequest) {
@@ -101,7 +102,12 @@ func (s *Server) dashEventTypes(w http.ResponseWriter, r *http.Request, d *dashR
 	}
 	out := make([]catalogueEntry, len(types.Data))
 	for i, t := range types.Data {
-		out[i] = catalogueEntry{EventType: t, Schema: prettyJSON(t.PayloadSchema)}
+		example, err := t.Example()
+		if err != nil {
+			s.dashFail(w, r, d, err)
+			return
+		}
+		out[i] = catalogueEntry{EventType: t, Schema: prettyJSON(t.PayloadSchema), Example: prettyJSON(example)}
 	}
 	s.renderDash(w, r, d, dashView{Page: "event_types", Title: "Event types", Nav: "event-types", Data: out})
 }

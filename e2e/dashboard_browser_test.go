@@ -107,8 +107,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	ts := startStack(t, withRetrySchedule(300*time.Millisecond, 300*time.Millisecond))
 	c, pid := ts.partner(t)
 	var failing atomic.Bool
-	rc := newReceiver(t, func(int, *http.Request, http.ResponseWriter) int {
+	rc := newReceiver(t, func(_ int, _ *http.Request, w http.ResponseWriter) int {
 		if failing.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte("receiver down for maintenance"))
 			return http.StatusInternalServerError
 		}
 		return http.StatusOK
@@ -174,7 +176,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	tb.inspect(src, version, "endpoint")
 	tb.click(`table a[href*="/attempts/"]`, "Delivery attempt")
-	if body := tb.body(); !strings.Contains(body, failed) || !strings.Contains(body, "500") || !strings.Contains(body, `"event_id": "`+failed+`"`) {
+	if body := tb.body(); !strings.Contains(body, failed) || !strings.Contains(body, "500") || !strings.Contains(body, `"event_id": "`+failed+`"`) || !strings.Contains(body, "receiver down for maintenance") {
 		t.Errorf("the attempt page: %s", body)
 	}
 	tb.inspect(src, version, "attempt")

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -80,6 +82,36 @@ func (d *dashClient) post(path string, form url.Values) (int, string) {
 }
 
 // keyField is the Idempotency-Key a dashboard form was rendered with.
+// upload posts form with a CSV file as its file field.
+func (d *dashClient) upload(path string, form url.Values, csv string) (int, string) {
+	d.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, vs := range form {
+		for _, v := range vs {
+			_ = mw.WriteField(k, v)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", "churches.csv")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	_, _ = io.WriteString(fw, csv)
+	_ = mw.Close()
+	req, err := http.NewRequest(http.MethodPost, d.base+path, &body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 var keyField = regexp.MustCompile(`name="idempotency_key" value="([^"]+)"`)
 
 // form is a fresh form of the session, as the overview renders it.
@@ -171,6 +203,23 @@ func TestDashboardLinksAndSessions(t *testing.T) {
 		t.Fatalf("a session of a key the operator revoked: %d", status)
 	}
 
+	// A roll that expires the key at once ends its sessions too.
+	rolling, err := ts.Operators.IssueKey(context.Background(), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.waitProjected(t)
+	cr := &apitest.Client{TB: t, Base: ts.URL, Key: rolling.Secret}
+	dr := newDashClient(t, ts.URL)
+	dr.signIn(cr)
+	if resp := cr.Do(http.MethodPost, "/v1/api_keys/roll", map[string]any{"expire_current_in": 0}, nil); resp.Status != http.StatusCreated {
+		t.Fatalf("roll: %d %s", resp.Status, resp.Body)
+	}
+	clock.advance(time.Second)
+	if status, _ := dr.get("/dashboard/"); status != http.StatusUnauthorized {
+		t.Fatalf("a session of a rolled-out key: %d", status)
+	}
+
 	// Signing out ends the session; the cookie is not enough.
 	third, err := ts.Operators.IssueKey(context.Background(), pid)
 	if err != nil {
@@ -225,6 +274,16 @@ func TestDashboardFormsAndIsolation(t *testing.T) {
 		t.Fatalf("%d endpoints after a double submit", len(list.Data))
 	}
 	mineEndpoint := id.FindStringSubmatch(first)[1]
+
+	// A CSV import of more than 1000 rows is refused by the import's own
+	// rule, its problem shown in the page.
+	rows := "name\n" + strings.Repeat("A church\n", 1001)
+	if status, page := d.upload("/dashboard/churches/import", d.form(), rows); status != http.StatusRequestEntityTooLarge || heading(page) != "Batch too large" || !strings.Contains(page, "at most 1000") {
+		t.Fatalf("a 1001-row file: %d %s", status, heading(page))
+	}
+	if status, page := d.upload("/dashboard/churches/import", d.form(), "name,external_id\n\"unclosed,x\n"); status != http.StatusUnprocessableEntity || !strings.Contains(page, "not valid CSV") {
+		t.Fatalf("a broken file: %d %s", status, heading(page))
+	}
 
 	// A form from another site, or without the session's token, is
 	// refused, and does nothing.

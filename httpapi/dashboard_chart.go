@@ -81,5 +81,5 @@ func scale(n, top int) int {
 
 // String summarises the chart in words, its accessible description.
 func (c deliveryChart) String() string {
-	return strconv.Itoa(c.Succeeded) + " succeeded and " + strconv.Itoa(c.Failed) + " failed delivery attempts in the last 24 hours"
+	return strconv.Itoa(c.Succeeded) + " succeeded and " + strconv.Itoa(c.Failed) + " failed delivery attempts in the last 24 hours, of the newest 50 each endpoint keeps"
 }

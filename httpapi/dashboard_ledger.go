@@ -251,9 +251,21 @@ func (s *Server) dashImport(w http.ResponseWriter, r *http.Request, d *dashReque
 	var out struct {
 		Results []rowResult `json:"results"`
 	}
-	if s.dashAct(w, r, d, http.MethodPost, "/v1/churches/import", map[string]any{"churches": rows}, &out) {
-		s.renderDash(w, r, d, dashView{Page: "import", Title: "Import results", Nav: "churches", Data: out.Results})
+	if !s.dashAct(w, r, d, http.MethodPost, "/v1/churches/import", map[string]any{"churches": rows}, &out) {
+		return
 	}
+	lines := make([]importLine, len(out.Results))
+	for i, res := range out.Results {
+		lines[i] = importLine{rowResult: res, Line: res.Index + 2}
+	}
+	s.renderDash(w, r, d, dashView{Page: "import", Title: "Import results", Nav: "churches", Data: lines})
+}
+
+// importLine is one row's result beside its line in the file (the header
+// is line 1).
+type importLine struct {
+	rowResult
+	Line int
 }
 
 // readChurchCSV reads the uploaded file's rows as import rows.

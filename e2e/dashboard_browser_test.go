@@ -226,7 +226,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	if body := tb.body(); !strings.Contains(body, "main receiver") {
 		t.Errorf("the edit did not show: %s", body)
 	}
+	tb.run("keep the old secret for an hour", chromedp.SetValue(chromedp.CSS("#expire_current_in"), "3600"))
 	tb.click("#rotate", "Secret rotated")
+	if body := tb.body(); !strings.Contains(body, "The previous secret keeps signing beside this one until") {
+		t.Errorf("the rotated page names no overlap: %s", body)
+	}
 	if rotated := tb.text(`document.querySelector("#secret").value`); !strings.HasPrefix(rotated, "whsec_") || rotated == secret {
 		t.Errorf("rotated secret %q", rotated)
 	}

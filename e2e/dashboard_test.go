@@ -275,6 +275,15 @@ func TestDashboardFormsAndIsolation(t *testing.T) {
 	}
 	mineEndpoint := id.FindStringSubmatch(first)[1]
 
+	// An Ed25519 endpoint: its public key is shown beside the secret.
+	form = d.form()
+	form.Set("url", rc.URL)
+	form.Set("event_types", "enrollment.canceled")
+	form.Set("signature_scheme", "ed25519")
+	if _, page := d.post("/dashboard/endpoints", form); heading(page) != "Endpoint created" || !strings.Contains(page, "whpk_") {
+		t.Fatalf("an ed25519 endpoint: %s", heading(page))
+	}
+
 	// A CSV import of more than 1000 rows is refused by the import's own
 	// rule, its problem shown in the page.
 	rows := "name\n" + strings.Repeat("A church\n", 1001)

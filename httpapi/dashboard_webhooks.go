@@ -123,8 +123,12 @@ func endpointBody(r *http.Request) map[string]any {
 }
 
 func (s *Server) dashCreateEndpoint(w http.ResponseWriter, r *http.Request, d *dashRequest) {
+	body := endpointBody(r)
+	if scheme := r.PostFormValue("signature_scheme"); scheme != "" {
+		body["signature_scheme"] = scheme
+	}
 	var created createdEndpointView
-	if s.dashAct(w, r, d, http.MethodPost, "/v1/webhook_endpoints", endpointBody(r), &created) {
+	if s.dashAct(w, r, d, http.MethodPost, "/v1/webhook_endpoints", body, &created) {
 		s.renderDash(w, r, d, dashView{Page: "secret", Title: "Endpoint created", Nav: "endpoints", Data: created})
 	}
 }
@@ -218,8 +222,18 @@ func (s *Server) dashTestEndpoint(w http.ResponseWriter, r *http.Request, d *das
 }
 
 func (s *Server) dashRotateSecret(w http.ResponseWriter, r *http.Request, d *dashRequest) {
+	body := map[string]any{}
+	if v := r.PostFormValue("expire_current_in"); v != "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			s.dashProblem(w, r, d, problem{Title: domain.ProblemValidation.Title, Status: domain.ProblemValidation.Status,
+				Detail: "How long the previous secret keeps signing must be a number of seconds."})
+			return
+		}
+		body["expire_current_in"] = secs
+	}
 	var rotated createdEndpointView
-	if s.dashAct(w, r, d, http.MethodPost, "/v1/webhook_endpoints/"+url.PathEscape(mux.Vars(r)["id"])+"/rotate_secret", struct{}{}, &rotated) {
+	if s.dashAct(w, r, d, http.MethodPost, "/v1/webhook_endpoints/"+url.PathEscape(mux.Vars(r)["id"])+"/rotate_secret", body, &rotated) {
 		s.renderDash(w, r, d, dashView{Page: "secret", Title: "Secret rotated", Nav: "endpoints", Data: rotated})
 	}
 }

@@ -25,10 +25,16 @@ type DashboardGrants struct {
 var ErrGrantUsed = errors.New("dashboard grant already used")
 
 // OpenDashboardGrants opens (creating as needed) the bucket of dashboard
-// links and sessions.
+// links and sessions. Unlike operational records, its writes are as
+// durable as the ledger's: a link marked used must stay used after a crash,
+// and sign-ins are too rare for the synced write to cost anything.
 func (l *Ledger) OpenDashboardGrants(ctx context.Context) (*DashboardGrants, error) {
-	kv, err := l.operationalBucket(ctx, "DASHBOARD", "", "The partner dashboard's sign-in links and sessions, by the hash of their secret.",
-		domain.DashboardSessionTTL+domain.DashboardLinkTTL)
+	kv, err := l.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      "DASHBOARD",
+		Description: "The partner dashboard's sign-in links and sessions, by the hash of their secret.",
+		TTL:         domain.DashboardSessionTTL + domain.DashboardLinkTTL,
+		Storage:     jetstream.FileStorage,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -438,5 +440,43 @@ func TestDashboardFromTheCLI(t *testing.T) {
 	}
 	if r := runCLI(t, nil, "dashboard", "--base-url", srv.URL, "--api-key", "nope"); r.Code != 2 || !strings.Contains(r.Stderr, "--api-key") {
 		t.Fatalf("a bad key: %d %s", r.Code, r.Stderr)
+	}
+}
+
+// A link made on one instance opens on another, and the session it starts
+// works on both: links and sessions live in a bucket the instances share,
+// and the CSRF token is derived from the shared master key.
+func TestDashboardAcrossInstances(t *testing.T) {
+	a := startStack(t, func(c *stack.Config) { c.Ledger.NATSListen = "127.0.0.1:0" })
+	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startStack(t, func(c *stack.Config) {
+		c.Ledger.NATSURL, c.MasterKey = a.Ledger.ClientURL(), strings.TrimSpace(string(key))
+	})
+	c, _ := a.partner(t)
+	b.waitProjected(t)
+	link := dashboardLink(t, c)
+	onB := newDashClient(t, b.URL)
+	if status, page := onB.post(b.URL+strings.TrimPrefix(link, a.URL), url.Values{}); status != http.StatusOK || heading(page) != "Overview" {
+		t.Fatalf("a link of instance a opened on b: %d %s", status, heading(page))
+	}
+	form := onB.form()
+	onA := newDashClient(t, a.URL)
+	onA.hc.Jar.SetCookies(mustURL(t, a.URL+"/dashboard/"), onB.hc.Jar.Cookies(mustURL(t, b.URL+"/dashboard/")))
+	if status, page := newDashClient(t, a.URL).post(link, url.Values{}); status != http.StatusForbidden {
+		t.Fatalf("the link reused on a: %d %s", status, heading(page))
+	}
+	if status, page := onA.get("/dashboard/endpoints"); status != http.StatusOK {
+		t.Fatalf("b's session on a: %d %s", status, heading(page))
+	}
+	// A form drawn by b is good on a; signing out there ends the session
+	// on b too.
+	if status, page := onA.post("/dashboard/logout", form); status != http.StatusOK || heading(page) != "Signed out" {
+		t.Fatalf("b's form posted to a: %d %s", status, heading(page))
+	}
+	if status, _ := onB.get("/dashboard/"); status != http.StatusUnauthorized {
+		t.Fatalf("a session signed out on a still works on b: %d", status)
 	}
 }

@@ -330,7 +330,13 @@ func TestDashboardFormsAndIsolation(t *testing.T) {
 	_, theirs, _ := enrollByFlow(t, o, oChurch, "pct", "3", nil)
 	oep := createEndpoint(t, o, rc.URL)
 	o.Do(http.MethodPost, "/v1/webhook_endpoints/"+oep.ID+"/test", nil, nil)
-	oAttempt := attempts(t, o, oep.ID)[0].ID
+	var oAttempt string
+	waitFor(t, 10*time.Second, "the other partner's test attempt logged", func() bool {
+		if as := attempts(t, o, oep.ID); len(as) > 0 {
+			oAttempt = as[0].ID
+		}
+		return oAttempt != ""
+	})
 	oRecovery, _ := startRecovery(t, o, oep.ID, map[string]any{"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)})
 	oEvent, _ := feedOfType(t, o, "enrollment.created")[0]["event_id"].(string)
 	ep := "/dashboard/endpoints/" + oep.ID

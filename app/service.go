@@ -55,6 +55,8 @@ type Deps struct {
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
 	KeyUse *eventlog.KeyUse
+	// Dashboard keeps the dashboard's sign-in links and sessions.
+	Dashboard *eventlog.DashboardGrants
 }
 
 // Service runs the use cases of one instance.
@@ -72,6 +74,7 @@ type Service struct {
 	phones    sms.Verifier
 	simulator *simulators.Simulator
 	keyUse    *eventlog.KeyUse
+	dashboard *eventlog.DashboardGrants
 
 	flowKey     []byte
 	webhookSeal *eventlog.Sealer
@@ -91,7 +94,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return &Service{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, webhooks: d.Webhooks, phones: d.Phones,
-		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
+		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(eventlog.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}, nil

@@ -534,7 +534,7 @@ func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res re
 	return domain.DeliveryAttempt{
 		ID: domain.NewSortedID(domain.PrefixAttempt, endpoint), EndpointID: endpoint, EventID: eventID, EventType: eventType,
 		Attempt: n, Outcome: res.outcome, StatusCode: res.status, Duration: res.duration,
-		AttemptedAt: at.UTC(), Error: res.err,
+		AttemptedAt: at.UTC(), Error: res.err, Response: res.response,
 	}
 }
 

@@ -20,10 +20,10 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// The flow's pages and assets, and the API reference's, embedded: nothing
-// is loaded from elsewhere.
+// The flow's pages and assets, the API reference's and the dashboard's,
+// embedded: nothing is loaded from elsewhere.
 //
-//go:embed flowui apidocs
+//go:embed flowui apidocs dashboardui
 var uiFiles embed.FS
 
 // flowView is what a flow page shows.
@@ -288,18 +288,19 @@ func plural(n int, one, many string) string {
 }
 
 // flowPages holds one template per page, each the layout with its body.
-var flowPages = parseFlowPages()
+var flowPages = parsePages("flowui", template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor})
 
-func parseFlowPages() map[string]*template.Template {
-	funcs := template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, "flowui/layout.html"))
-	names, err := fs.Glob(uiFiles, "flowui/page_*.html")
+// parsePages reads the pages of one folder of uiFiles: its layout.html
+// and, for each page_<name>.html, the layout with that page's body, by name.
+func parsePages(dir string, funcs template.FuncMap) map[string]*template.Template {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, dir+"/layout.html"))
+	names, err := fs.Glob(uiFiles, dir+"/page_*.html")
 	if err != nil || len(names) == 0 {
-		panic("httpapi: no flow pages embedded")
+		panic("httpapi: no pages embedded in " + dir)
 	}
 	out := map[string]*template.Template{}
 	for _, n := range names {
-		page := strings.TrimSuffix(strings.TrimPrefix(n, "flowui/page_"), ".html")
+		page := strings.TrimSuffix(strings.TrimPrefix(n, dir+"/page_"), ".html")
 		out[page] = template.Must(template.Must(base.Clone()).ParseFS(uiFiles, n))
 	}
 	return out
@@ -367,7 +368,7 @@ func loadAssets() map[string]flowAsset {
 	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
 	out := map[string]flowAsset{}
 	for ext, ct := range types {
-		for _, dir := range []string{"flowui", "apidocs"} {
+		for _, dir := range []string{"flowui", "apidocs", "dashboardui"} {
 			names, _ := fs.Glob(uiFiles, dir+"/*"+ext)
 			for _, n := range names {
 				body, err := uiFiles.ReadFile(n)

@@ -28,6 +28,9 @@ type Config struct {
 	// Metrics records requests, rate-limit rejections, replays and vendor
 	// webhooks; nil records nothing.
 	Metrics *telemetry.Metrics
+	// FrameAncestors is the dashboard's CSP frame-ancestors source list:
+	// who may embed it in a frame (empty: nobody, 'none').
+	FrameAncestors string
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -132,6 +135,7 @@ func (s *Server) routes() {
 		partner(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
 	s.flowRoutes(r)
+	s.dashboardRoutes(r)
 	partner(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
@@ -148,6 +152,7 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/api_keys", s.listAPIKeys)
 	partner(http.MethodPost, "/v1/api_keys/roll", s.rollAPIKey)
 	partner(http.MethodDelete, "/v1/api_keys/{prefix}", s.revokeAPIKey)
+	partner(http.MethodPost, "/v1/dashboard_sessions", s.createDashboardSession)
 	s.router = r
 }
 

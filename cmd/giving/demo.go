@@ -65,9 +65,15 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 	if err := st.Projector.CatchUp(ctx); err != nil {
 		return fmt.Errorf("demo partner key: %w", err)
 	}
+	link, err := st.App.CreateDashboardLink(ctx, rec.PartnerID, key.Prefix)
+	if err != nil {
+		return fmt.Errorf("demo dashboard link: %w", err)
+	}
 	fmt.Fprintf(stdout, `
 Demo partner: %s (redirect origin https://localhost)
 API key:      %s   (shown once; each start with --demo issues a fresh one and revokes the one before)
+Dashboard:    %s
+              (opens once, within 10 minutes; another: giving dashboard --api-key $K)
 
 For docs/getting-started.md, in another terminal:
   export B=%s K=%s
@@ -78,6 +84,6 @@ Try it:
     -H 'Idempotency-Key: demo-1' \
     -H 'Content-Type: application/json' \
     -d '{"churches":[{"name":"Grace Chapel","external_id":"crm-1"}]}'
-`, rec.PartnerID, key.Secret, public, key.Secret)
+`, rec.PartnerID, key.Secret, link.URL, public, key.Secret)
 	return nil
 }

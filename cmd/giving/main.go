@@ -11,6 +11,7 @@
 //	giving sandbox complete-flow URL  complete a donor's hosted flow; print the enrollment
 //	giving sandbox receive            a local webhook receiver that verifies and prints
 //	giving listen                     forward the partner's events to a local receiver, signed
+//	giving dashboard --api-key        print a sign-in link to the partner's dashboard
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -66,6 +67,7 @@ commands:
   sandbox complete-flow URL   complete a donor's hosted flow (sandbox answers); print the enrollment id
   sandbox receive    a local webhook receiver that verifies every delivery and prints it
   listen             forward the partner's events (from the feed) to a local receiver, signed like deliveries
+  dashboard          print a single-use sign-in link to the partner's dashboard
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, rest, stdout, stderr)
 	case "sandbox":
 		return runSub(ctx, "sandbox", rest, stdout, stderr, map[string]subcommand{"complete-flow": runCompleteFlow, "receive": runReceive})
+	case "dashboard":
+		return runDashboard(ctx, rest, stdout, stderr)
 	case "listen":
 		return runListen(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

@@ -39,6 +39,8 @@ type serveFlags struct {
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
+	// frameAncestors is who may frame the partner dashboard.
+	frameAncestors string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -46,7 +48,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on for operator commands, recorded in the data directory (empty: none)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.publicURL, "public-url", "", "address partners and donors reach the service at (default http://<addr>)")
-	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key for it")
+	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key and a dashboard sign-in link for it")
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -55,6 +57,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
+	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
+		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
@@ -137,6 +141,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.timeouts.check(); err != nil {
 		return err
 	}
+	if err := httpapi.CheckFrameAncestors(f.frameAncestors); err != nil {
+		return usageError{"--dashboard-frame-ancestors: " + err.Error()}
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
 	}
@@ -175,7 +182,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
-		Webhooks: hooks, RequestLease: f.timeouts.lease,
+		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {

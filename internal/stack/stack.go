@@ -57,6 +57,9 @@ type Config struct {
 	// RequestLease caps how long a request may run holding its
 	// Idempotency-Key; 0 means eventlog.DefaultLease.
 	RequestLease time.Duration
+	// FrameAncestors is who may frame the partner dashboard (a CSP
+	// frame-ancestors source list); empty means nobody.
+	FrameAncestors string
 }
 
 // Stack is one running instance.
@@ -169,6 +172,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	dashboard, err := s.Ledger.OpenDashboardGrants(ctx)
+	if err != nil {
+		return err
+	}
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
@@ -191,7 +198,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: vault,
 		VendorEvents: vendorEvents, Attempts: attempts, Webhooks: s.Dispatcher, Phones: verifier, Simulator: sim,
-		KeyUse: keyUse,
+		KeyUse: keyUse, Dashboard: dashboard,
 	})
 	if err != nil {
 		return err
@@ -199,7 +206,8 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	s.Dispatcher.DisableWith(s.App.FailEndpoint)
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
-		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+		FrameAncestors: cfg.FrameAncestors,
+		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }

@@ -156,14 +156,19 @@ func (s *Service) CheckCode(ctx context.Context, sess domain.Session, code strin
 	return CodeCheck{Correct: correct, Locked: after.Locked}, err
 }
 
-// Consent records the donor's consent to the text the page showed, then on
+// Consent records the donor's consent to the text the page showed (shown
+// is its digest, domain.ConsentDigest), then on
 // the sandbox lets a seed donor's phone decide identity verification. On a
 // re-consent session, the consent completes the session and the new value
 // takes effect (enrollment.updated); it is refused (ErrSessionClosed) once
 // the enrollment no longer waits for it.
-func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Time) error {
+func (s *Service) Consent(ctx context.Context, sess domain.Session, shown string, now time.Time) error {
 	s = s.as("app.Consent")
 	church, err := s.ChurchName(sess)
+	if err != nil {
+		return err
+	}
+	brand, err := s.Brand(sess)
 	if err != nil {
 		return err
 	}
@@ -173,7 +178,7 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, now time.Tim
 		}
 	}
 	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Consent(cur, church, now)
+		return domain.Consent(cur, brand.ConsentTerms(church), shown, now)
 	})
 	if err != nil {
 		return err

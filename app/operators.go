@@ -27,14 +27,15 @@ type Operators struct {
 // NewOperators returns the operator use cases on ledger.
 func NewOperators(l *eventlog.Ledger) *Operators { return &Operators{ledger: l} }
 
-// CreatePartner onboards a partner and issues its first key.
-func (o *Operators) CreatePartner(ctx context.Context, name string, origins []string) (string, domain.NewKey, error) {
+// CreatePartner onboards a partner, with what donors see of it, and issues
+// its first key.
+func (o *Operators) CreatePartner(ctx context.Context, name string, origins []string, brand domain.Brand) (string, domain.NewKey, error) {
 	id := domain.NewID(domain.PrefixPartner)
 	_, err := o.ledger.Execute(ctx, eventlog.Command{
 		Partner: id, Aggregate: id, New: true,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			p := domain.Fold[domain.Partner](h.Events)
-			ev, err := domain.CreatePartner(&p, id, name, o.ledger.Env(), origins, time.Now())
+			ev, err := domain.CreatePartner(&p, id, name, o.ledger.Env(), origins, brand, time.Now())
 			return &ev, err
 		},
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/dashboard"
 	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/eventlog/keyuse"
 	"github.com/partnergiving/giving/eventlog/seen"
@@ -60,6 +61,8 @@ type Deps struct {
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
 	KeyUse *keyuse.Store
+	// Dashboard keeps the dashboard's sign-in links and sessions.
+	Dashboard *dashboard.Grants
 }
 
 // Service runs the use cases of one instance. Under binds it to one
@@ -89,6 +92,7 @@ type instance struct {
 	phones    sms.Verifier
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
+	dashboard *dashboard.Grants
 
 	flowKey     []byte
 	webhookSeal *secrets.Sealer
@@ -108,7 +112,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, phones: d.Phones,
-		simulator: d.Simulator, keyUse: d.KeyUse, flowKey: d.Secrets.Key("flow-token"),
+		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}}

@@ -111,7 +111,13 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 func (d *Dispatcher) startWorker(ctx context.Context, ep projections.WebhookEndpoint) error {
 	cc, err := d.queue.Consume(ctx, ep.PartnerID, ep.ID, d.cfg.Concurrency, d.ackWait(),
 		func(job delivery.Job) { d.take(ctx, job) },
-		func(err error) { d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker") })
+		func(err error) {
+			if errors.Is(err, eventlog.ErrStalled) {
+				d.log.Warn().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker stalled; starting it again")
+				return
+			}
+			d.log.Debug().Err(err).Str("endpoint_id", ep.ID).Msg("webhook worker")
+		})
 	if err != nil {
 		return err
 	}
@@ -529,7 +535,7 @@ func newAttempt(endpoint, eventID, eventType string, n int, at time.Time, res re
 	return domain.DeliveryAttempt{
 		ID: domain.NewSortedID(domain.PrefixAttempt, endpoint), EndpointID: endpoint, EventID: eventID, EventType: eventType,
 		Attempt: n, Outcome: res.outcome, StatusCode: res.status, Duration: res.duration,
-		AttemptedAt: at.UTC(), Error: res.err,
+		AttemptedAt: at.UTC(), Error: res.err, Response: res.response,
 	}
 }
 

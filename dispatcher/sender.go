@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,6 +56,8 @@ type result struct {
 	err        string
 	retryAfter time.Duration
 	duration   time.Duration
+	// response is the first bytes of the answer's body.
+	response string
 }
 
 // send POSTs body, the envelope of event id, to the receiver as attempt n,
@@ -81,8 +84,9 @@ func (s *sender) post(ctx context.Context, rawURL string, sign domain.WebhookSig
 		return s.failure(err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseRead))
-	r := result{status: resp.StatusCode, outcome: domain.DeliverySucceeded}
+	first, _ := io.ReadAll(io.LimitReader(resp.Body, domain.ResponseKept))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseRead-domain.ResponseKept))
+	r := result{status: resp.StatusCode, outcome: domain.DeliverySucceeded, response: strings.ToValidUTF8(string(first), "\uFFFD")}
 	if resp.StatusCode/100 != 2 {
 		r.outcome, r.err = domain.DeliveryFailed, "the receiver answered "+resp.Status
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {

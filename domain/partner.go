@@ -46,6 +46,7 @@ type PartnerCreated struct {
 	Name            string   `json:"name"`
 	Environment     string   `json:"environment"`
 	RedirectOrigins []string `json:"redirect_origins"`
+	Brand           Brand    `json:"brand,omitzero"`
 }
 
 // KeyIssued records a new API key. Only the key's SHA-256 hash and its
@@ -103,7 +104,7 @@ func (k Key) Live(now time.Time) bool {
 }
 
 // Partner is the partner aggregate: who they are, their stack, the origins
-// donors may be sent back to, and their keys. Its partner id and aggregate id
+// donors may be sent back to, their keys, and what donors see of them. Its partner id and aggregate id
 // are the same.
 type Partner struct {
 	ID              string      `json:"id"`
@@ -112,6 +113,7 @@ type Partner struct {
 	RedirectOrigins []string    `json:"redirect_origins"`
 	CreatedAt       time.Time   `json:"created_at"`
 	Keys            []Key       `json:"keys"`
+	Brand           Brand       `json:"brand,omitzero"`
 }
 
 // Exists reports whether the partner has been created.
@@ -122,7 +124,9 @@ func (p *Partner) Apply(e Event) {
 	switch pl := e.Payload.(type) {
 	case *PartnerCreated:
 		p.ID, p.Name, p.Environment = e.PartnerID, pl.Name, Environment(pl.Environment)
-		p.RedirectOrigins, p.CreatedAt = pl.RedirectOrigins, e.OccurredAt
+		p.RedirectOrigins, p.CreatedAt, p.Brand = pl.RedirectOrigins, e.OccurredAt, pl.Brand
+	case *PartnerBrandChanged:
+		p.Brand = pl.Brand
 	case *KeyIssued:
 		p.Keys = append(p.Keys, Key{ID: pl.KeyID, Prefix: pl.Prefix, Hash: pl.Hash, CreatedAt: e.OccurredAt})
 	case *KeyRolled:
@@ -144,7 +148,7 @@ func (p *Partner) Apply(e Event) {
 }
 
 // CreatePartner decides the onboarding of a new partner.
-func CreatePartner(p *Partner, id, name string, env Environment, origins []string, now time.Time) (Event, error) {
+func CreatePartner(p *Partner, id, name string, env Environment, origins []string, brand Brand, now time.Time) (Event, error) {
 	if p.Exists() {
 		return Event{}, ProblemConflict.New("Partner %s already exists.", id)
 	}
@@ -165,12 +169,13 @@ func CreatePartner(p *Partner, id, name string, env Environment, origins []strin
 		}
 		normalized = append(normalized, n)
 	}
+	brand = brand.normalized(env, &v)
 	if err := v.Err(); err != nil {
 		return Event{}, err
 	}
 	sort.Strings(normalized)
 	normalized = compactStrings(normalized)
-	return NewEvent(id, id, "", now, &PartnerCreated{Name: name, Environment: string(env), RedirectOrigins: normalized}), nil
+	return NewEvent(id, id, "", now, &PartnerCreated{Name: name, Environment: string(env), RedirectOrigins: normalized, Brand: brand}), nil
 }
 
 // IssueKey decides adding an API key to an existing partner.

@@ -133,12 +133,12 @@ func TestPartnerLifecycle(t *testing.T) {
 	if _, err := domain.IssueKey(&p, domain.GenerateKey(domain.Sandbox), now); domain.ErrorKind(err) != domain.KindNotFound {
 		t.Fatalf("key for a missing partner: %v", err)
 	}
-	if _, err := domain.CreatePartner(&p, id, " ", domain.Sandbox, []string{"http://x.org", "https://ok.org"}, now); err == nil {
+	if _, err := domain.CreatePartner(&p, id, " ", domain.Sandbox, []string{"http://x.org", "https://ok.org"}, domain.Brand{}, now); err == nil {
 		t.Fatal("blank name and http origin accepted")
 	} else if de := err.(*domain.Error); len(de.Fields) != 2 || de.Fields[0].Field != "name" || de.Fields[1].Field != "redirect_origins" {
 		t.Fatalf("validation fields: %+v", de.Fields)
 	}
-	ev, err := domain.CreatePartner(&p, id, " Acme ", domain.Sandbox, []string{"https://B.org", "https://a.org:443", "https://b.org/"}, now)
+	ev, err := domain.CreatePartner(&p, id, " Acme ", domain.Sandbox, []string{"https://B.org", "https://a.org:443", "https://b.org/"}, domain.Brand{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestPartnerLifecycle(t *testing.T) {
 	if p.Name != "Acme" || strings.Join(p.RedirectOrigins, " ") != "https://a.org https://b.org" || !p.CreatedAt.Equal(now.Truncate(time.Millisecond)) {
 		t.Fatalf("partner %+v", p)
 	}
-	if _, err := domain.CreatePartner(&p, id, "Acme", domain.Sandbox, nil, now); domain.ErrorKind(err) != domain.KindConflict {
+	if _, err := domain.CreatePartner(&p, id, "Acme", domain.Sandbox, nil, domain.Brand{}, now); domain.ErrorKind(err) != domain.KindConflict {
 		t.Fatalf("second create: %v", err)
 	}
 	k := domain.GenerateKey(domain.Sandbox)

@@ -24,6 +24,11 @@ type Problem struct {
 	// Flow marks codes of the hosted flow: shown to donors as pages or form
 	// messages, never sent to partners as problem+json.
 	Flow bool
+	// Field and Message are, for a flow code shown on the donor's form,
+	// the form field it is about ("" for the page as a whole) and what the
+	// donor reads, in the donor's words. A flow code without a Message is
+	// not shown: the donor is taken to where they stand.
+	Field, Message string
 }
 
 // TypeURI is the problem's type member, relative to the service, which
@@ -136,11 +141,40 @@ var (
 )
 
 // The hosted flow's codes: each is a page or a message on the donor's form.
+// The flow's pages name them in their address (?e=<code>) after a form, so
+// that a refresh shows the same message; every message the flow shows is
+// one of these.
 var (
 	flowLinkUsed      = define(Problem{Code: "link-used", Kind: KindForbidden, Status: 403, Title: "Link already used", Flow: true})
 	flowSessionClosed = define(Problem{Code: "session-closed", Kind: KindConflict, Status: 409, Title: "Session closed", Flow: true})
 	flowWrongStep     = define(Problem{Code: "wrong-step", Kind: KindConflict, Status: 409, Title: "Wrong step", Flow: true})
-	flowResendTooSoon = define(Problem{Code: "resend-too-soon", Kind: KindConflict, Status: 409, Title: "Resend too soon", Flow: true})
-	flowCodeExpired   = define(Problem{Code: "code-expired", Kind: KindInvalid, Status: 422, Title: "Code expired", Flow: true})
-	flowNoCode        = define(Problem{Code: "no-code", Kind: KindInvalid, Status: 422, Title: "No code sent", Flow: true})
+	flowResendTooSoon = define(Problem{Code: "resend-too-soon", Kind: KindConflict, Status: 409, Title: "Resend too soon", Flow: true,
+		Field: "send", Message: "Please wait a few seconds before asking for another code."})
+	flowCodeExpired = define(Problem{Code: "code-expired", Kind: KindInvalid, Status: 422, Title: "Code expired", Flow: true,
+		Field: "code", Message: "That code has expired. Send a new code."})
+	flowNoCode = define(Problem{Code: "no-code", Kind: KindInvalid, Status: 422, Title: "No code sent", Flow: true,
+		Field: "send", Message: "Send a code to your phone first."})
+
+	// FlowCodeFormat and the codes after it are the flow's own checks of a
+	// form, made before any rule of the session's.
+	FlowCodeFormat = define(Problem{Code: "code-format", Kind: KindInvalid, Status: 422, Title: "Code malformed", Flow: true,
+		Field: "code", Message: "Enter the 6-digit code from the text message."})
+	FlowCodeWrong = define(Problem{Code: "code-wrong", Kind: KindInvalid, Status: 422, Title: "Code wrong", Flow: true,
+		Field: "code", Message: "That code is not right."})
+	FlowSMSFailed = define(Problem{Code: "sms-failed", Kind: KindUnavailable, Status: 503, Title: "Text message service unreachable", Flow: true,
+		Field: "send", Message: "We could not reach the text message service. Please try again in a moment."})
+	FlowConsentMissing = define(Problem{Code: "consent-missing", Kind: KindInvalid, Status: 422, Title: "Consent missing", Flow: true,
+		Field: "consent", Message: "Tick both boxes to continue."})
+	FlowConsentChanged = define(Problem{Code: "consent-changed", Kind: KindConflict, Status: 409, Title: "Consent text changed", Flow: true,
+		Field: "consent", Message: "The terms were updated. Please read them again."})
+	FlowProviderMissing = define(Problem{Code: "provider-missing", Kind: KindInvalid, Status: 422, Title: "Payroll provider missing", Flow: true,
+		Field: "provider", Message: "Choose your payroll provider."})
+	FlowCredentialsMissing = define(Problem{Code: "credentials-missing", Kind: KindInvalid, Status: 422, Title: "Payroll sign-in missing", Flow: true,
+		Field: "username", Message: "Enter the username and password you use with your payroll provider."})
 )
+
+// FlowMessage is the message the flow shows for code, if it shows one.
+func FlowMessage(code Code) (Problem, bool) {
+	p, ok := problems[code]
+	return p, ok && p.Flow && p.Message != ""
+}

@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"time"
 )
 
@@ -37,7 +39,7 @@ const (
 	CodeResendWait  = 30 * time.Second
 	MaxCodeAttempts = 5
 	MaxRedirectURL  = 2048
-	ConsentVersion  = "2026-11-01"
+	ConsentVersion  = "2026-11-28"
 	KYCPassed       = "passed"
 	KYCReview       = "review"
 	KYCFailed       = "failed"
@@ -355,6 +357,7 @@ var (
 	ErrResendTooSoon = flowResendTooSoon.New("Please wait before asking for another code.")
 	ErrCodeExpired   = flowCodeExpired.New("That code has expired. Ask for a new one.")
 	ErrNoCode        = flowNoCode.New("Ask for a code first.")
+	ErrTermsChanged  = FlowConsentChanged.New("The consent text changed since the page showed it.")
 )
 
 // Bind decides binding the session to a browser. held is the hash of the
@@ -442,18 +445,48 @@ func CheckCode(s *Session, correct bool, now time.Time) (*Event, error) {
 	return &ev, nil
 }
 
-// ConsentText is the versioned consent the donor agrees to.
-func ConsentText(churchName string, g Giving) string {
-	return "I authorize my employer's payroll provider to deduct " + g.Words() + " and send it to " + churchName +
-		" until I cancel. I can cancel at any time through the partner. Consent version " + ConsentVersion + "."
+// ConsentTerms is who the consent names: the church the gift goes to, the
+// partner by the name donors know it by, and where the donor asks that
+// partner to stop the gift ("" when the partner gave none).
+type ConsentTerms struct {
+	Church  string
+	Partner string
+	Support string
 }
 
-// Consent decides recording the donor's consent to the current text.
-func Consent(s *Session, churchName string, now time.Time) (*Event, error) {
+// ConsentText is the versioned consent the donor agrees to. ConsentVersion
+// names its wording (a new wording gets a new version, and a form shown
+// under another version is refused); the names and the support contact fill
+// it in.
+func ConsentText(t ConsentTerms, g Giving) string {
+	stop := "I can stop giving at any time by contacting " + t.Partner
+	if t.Support != "" {
+		stop += " support at " + t.Support
+	}
+	return "I authorize my employer's payroll provider to deduct " + g.Words() + " and send it to " + t.Church +
+		" until I stop giving. " + stop + ". Consent version " + ConsentVersion + "."
+}
+
+// ConsentDigest identifies a consent text. The consent form carries the
+// digest of the text it showed, so that a consent is recorded only to the
+// very text the donor read, names and support contact included.
+func ConsentDigest(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Consent decides recording the donor's consent to the current text. shown
+// is the digest of the text the donor's form showed; a form that carries
+// none (a scripted client) is taken to have shown the current one.
+func Consent(s *Session, t ConsentTerms, shown string, now time.Time) (*Event, error) {
 	if err := s.at(StepConsent, now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: ConsentText(churchName, s.Giving)})
+	text := ConsentText(t, s.Giving)
+	if shown != "" && shown != ConsentDigest(text) {
+		return nil, ErrTermsChanged
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &ConsentGiven{Version: ConsentVersion, Text: text})
 	return &ev, nil
 }
 

@@ -81,7 +81,7 @@ func TestSessionOutcomesArePublic(t *testing.T) {
 
 	s := open(domain.SessionPurposeEnroll)
 	step(t, s, func(s *domain.Session) (*domain.Event, error) { return domain.CheckCode(s, true, now) })
-	step(t, s, func(s *domain.Session) (*domain.Event, error) { return domain.Consent(s, "Grace", now) })
+	step(t, s, func(s *domain.Session) (*domain.Event, error) { return domain.Consent(s, graceTerms, "", now) })
 	ev := step(t, s, func(s *domain.Session) (*domain.Event, error) {
 		return domain.DecideKYC(s, domain.KYCFailed, "vendor", now)
 	})
@@ -138,7 +138,7 @@ func TestReconsentSession(t *testing.T) {
 	if s.Step(now) != domain.StepConsent {
 		t.Fatalf("after the phone: %s", s.Step(now))
 	}
-	ev := step(t, &s, func(s *domain.Session) (*domain.Event, error) { return domain.Consent(s, "Grace", now) })
+	ev := step(t, &s, func(s *domain.Session) (*domain.Event, error) { return domain.Consent(s, graceTerms, "", now) })
 	if text := ev.Payload.(*domain.ConsentGiven).Text; !strings.Contains(text, "5% of each paycheck") {
 		t.Fatalf("consent text %q does not name the new amount", text)
 	}

@@ -693,6 +693,10 @@ const (
 
 // DeliveryAttempt is one try at delivering one event to one endpoint. It is
 // an operational record, not a ledger event: it lives in the attempt log.
+// ResponseKept is how much of a receiver's answer body an attempt keeps,
+// for the partner to see what its receiver said.
+const ResponseKept = 1024
+
 type DeliveryAttempt struct {
 	ID         string          `json:"id"`
 	EndpointID string          `json:"endpoint_id"`
@@ -711,6 +715,9 @@ type DeliveryAttempt struct {
 	Exhausted bool `json:"exhausted,omitempty"`
 	// Error says briefly why the attempt failed; empty on success.
 	Error string `json:"error,omitempty"`
+	// Response is the first bytes of the receiver's answer body (at most
+	// ResponseKept), as text; empty when it answered none.
+	Response string `json:"response,omitempty"`
 	// FailingSince is when the endpoint's current run of failed attempts
 	// began (this attempt's time for the first of them); nil on success.
 	FailingSince *time.Time `json:"failing_since,omitempty"`

@@ -1,20 +1,12 @@
 package e2e
 
 import (
-	"context"
-	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
-	"github.com/partnergiving/giving/httpapi/apitest"
 )
 
 // Two instances on the deploy example's 3-node cluster take a load of mixed
@@ -29,52 +21,17 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and the binary")
 	}
-	cluster := eventlogtest.StartCluster(t, filepath.Join("..", "deploy", "nats"))
 	const masterKey = "5e1c2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778b"
-	const origin = "https://chaos.example"
 	ledgerStream := eventlog.StreamName(domain.Sandbox)
 	requestsBucket, _ := eventlogtest.KeyRecord(domain.Sandbox, "", "")
 	requestsStream := "KV_" + requestsBucket
-
-	// The instances share a public address, as behind a load balancer: a
-	// donor session's url, and the simulators' edge, are that address.
-	var live liveTargets
-	lb := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		u, _ := url.Parse("http://127.0.0.1:1") // none up: refused, a 502
-		if targets := live.list(); len(targets) > 0 {
-			u, _ = url.Parse(targets[rand.N(len(targets))])
-		}
-		pr.SetURL(u)
-	}})
-	t.Cleanup(lb.Close)
-	cli := []string{"--nats-url", cluster.URL(), "--replicas", "3", "--master-key", masterKey}
 	names := []string{"a", "b"}
-	dirs := map[string]string{"a": t.TempDir(), "b": t.TempDir()}
-	addrs := map[string]string{"a": freeAddr(t), "b": freeAddr(t)}
-	servers := map[string]*server{}
-	start := func(name string) {
-		args := append([]string{"--data", dirs[name], "--addr", addrs[name], "--public-url", lb.URL,
-			"--rate-limit", "100000", "--rate-burst", "100000", "--group-commit-at", "1"}, cli...)
-		servers[name] = launchServe(t, nil, args...)
-		live.set(name, "http://"+addrs[name])
-	}
-	for _, n := range names {
-		start(n)
-	}
-
-	partners := make([]loadPartner, 3)
-	for i := range partners {
-		p := decodeCLI(t, runCLI(t, nil, append([]string{"partners", "create", "--name", "Chaos Partner", "--redirect-origin", origin,
-			"--json", "--data", t.TempDir()}, cli...)...))
-		for _, n := range names {
-			waitStatus(t, "http://"+addrs[n], p.APIKey, http.StatusOK)
-		}
-		c := &apitest.Client{TB: t, Base: "http://" + addrs["a"], Key: p.APIKey}
-		partners[i] = loadPartner{ID: p.PartnerID, APIKey: p.APIKey, Origin: origin, Church: importChurch(t, c, "Chaos Church")}
-	}
+	f := startFleet(t, masterKey, []string{"--group-commit-at", "1"}, names...)
+	cluster := f.cluster
+	partners := f.partners(t, 3, "Chaos", "https://chaos.example")
 	rc := newReceiver(t, nil)
 	jobs := writeLoad(partners, 80, "chaos", rc.URL)
-	load := runChaosLoad(jobs, 8, live.list)
+	load := runChaosLoad(jobs, 8, f.live.list)
 
 	faults := []string{"instance", "ledger leader", "idempotency leader"}
 	const rounds = 3
@@ -90,9 +47,8 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 		switch fault {
 		case "instance":
 			victim := names[(i/len(faults))%len(names)]
-			live.set(victim, "")
-			servers[victim].kill()
-			start(victim)
+			f.kill(victim)
+			f.start(t, victim)
 		default:
 			stream := ledgerStream
 			if fault == "idempotency leader" {
@@ -115,18 +71,14 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 	}
 	load.wait(t)
 
-	l, err := eventlog.Open(context.Background(), eventlog.Config{Env: domain.Sandbox, NATSURL: cluster.URL(), Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := f.ledger(t)
 	retried := 0
 	for _, j := range jobs {
 		if j.lost > 0 {
 			retried++
 		}
 	}
-	effects := checkWrites(t, "http://"+addrs["b"], l, jobs)
+	effects := checkWrites(t, f.url("b"), l, jobs)
 	t.Logf("chaos: %d writes from 8 clients, %d requests; faults: %v; %d lost answers (%d keys) retried (%d retries answered as replays); effects: %v (exactly one per key)",
 		len(jobs), load.sent.Load(), kills, load.lost.Load(), retried, load.replayed.Load(), effects)
 }

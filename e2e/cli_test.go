@@ -197,7 +197,10 @@ func TestCLIFindsTheInstanceFromItsDataDirectory(t *testing.T) {
 
 func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 	dir := t.TempDir()
-	env := append(offline(dir), "GIVING_ENV=production")
+	// A production partner needs a support contact, privacy and terms
+	// pages; their flags come from the environment too.
+	env := append(offline(dir), "GIVING_ENV=production",
+		"GIVING_SUPPORT_EMAIL=help@live.example", "GIVING_PRIVACY_URL=https://live.example/privacy", "GIVING_TERMS_URL=https://live.example/terms")
 	p := decodeCLI(t, runCLI(t, env, "partners", "create", "--name", "Live Partner", "--redirect-origin", "https://live.example", "--json"))
 	if !domain.WellFormedKey(domain.Production, p.APIKey) {
 		t.Fatalf("production key %q", p.APIKey)

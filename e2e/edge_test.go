@@ -51,7 +51,7 @@ func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, 
 			return domain.CheckCode(cur, true, now)
 		},
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
-			return domain.Consent(cur, "Grace", now)
+			return domain.Consent(cur, domain.ConsentTerms{Church: "Grace", Partner: "Acme"}, "", now)
 		},
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
 			return domain.DecideKYC(cur, domain.KYCPassed, "test", now)
@@ -362,7 +362,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 				return domain.CheckCode(cur, true, now)
 			},
 			func(cur *domain.Session, now time.Time) (*domain.Event, error) {
-				return domain.Consent(cur, "Grace", now)
+				return domain.Consent(cur, domain.ConsentTerms{Church: "Grace", Partner: "Acme"}, "", now)
 			},
 		} {
 			if _, err := ts.Ledger.Execute(context.Background(), eventlog.Command{Partner: pid, Aggregate: s.ID,

@@ -90,13 +90,19 @@ func TestFlowPagesAxe(t *testing.T) {
 	b := newBrowser(t)
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
-	c, _ := ts.partner(t, "https://partner.example")
+	// A partner with its whole brand: the header's logo and the footer's
+	// links are on every page audited.
+	c, _ := brandedPartner(t, ts, "Acme Church Software", acmeBrand)
 	church := importChurch(t, c, "Grace Chapel")
 	audited := map[string]bool{}
-	// check audits the page a tab shows, named by its template.
+	// check audits the page a tab shows, named by its template, at a
+	// phone's width and at a desktop's.
 	check := func(t *testing.T, tb *tab, page string) {
 		t.Helper()
 		tb.audit(src, version)
+		tb.run("widen to a desktop", chromedp.EmulateViewport(1280, 900))
+		tb.audit(src, version)
+		tb.run("back to a phone", chromedp.EmulateReset())
 		audited[page] = true
 	}
 	session := func(t *testing.T, phone string) (sessionResponse, *tab) {

@@ -42,7 +42,7 @@ type browser struct {
 	ctx context.Context
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -59,6 +59,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(390, 844), // a phone
 	}
+	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	// The first run starts the browser; it must not have a timeout, which

@@ -205,13 +205,18 @@ func (ts *testStack) stop() {
 	}
 }
 
+// partnerBrand is what donors see of a test partner: what production
+// requires, so that one helper onboards partners on either stack. No logo:
+// browser tests would see its failed load.
+var partnerBrand = domain.Brand{SupportEmail: "help@partner.example", PrivacyURL: "https://partner.example/privacy", TermsURL: "https://partner.example/terms"}
+
 // partner onboards a partner with one key and returns a client acting as it.
 func (ts *testStack) partner(t testing.TB, origins ...string) (*apitest.Client, string) {
 	t.Helper()
 	if len(origins) == 0 {
 		origins = []string{"https://partner.example"}
 	}
-	id, key, err := ts.Operators.CreatePartner(context.Background(), "Partner "+t.Name(), origins)
+	id, key, err := ts.Operators.CreatePartner(context.Background(), "Partner "+t.Name(), origins, partnerBrand)
 	if err != nil {
 		t.Fatalf("create partner: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/partnergiving/giving/domain"
 )
 
 // BenchmarkImport measures POST /v1/churches/import end to end on one
@@ -26,7 +28,7 @@ func BenchmarkImport(b *testing.B) {
 	ts := startStack(b)
 	keys := make([]string, 16)
 	for i := range keys {
-		_, key, err := ts.Operators.CreatePartner(b.Context(), fmt.Sprintf("Bench %d", i), []string{"https://bench.example"})
+		_, key, err := ts.Operators.CreatePartner(b.Context(), fmt.Sprintf("Bench %d", i), []string{"https://bench.example"}, domain.Brand{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,8 +11,9 @@
 // The other stored nouns live in sibling packages under it, each owning its
 // bucket or stream on the same JetStream: vault (donor phones and phone
 // keys), idempotency (Idempotency-Key records), delivery (webhook queue,
-// attempt log, recoveries), presence, seen (vendor events handled), keyuse
-// (API keys' last use), and probe (what the bench measures of NATS itself).
+// attempt log, recoveries), dashboard (sign-in links and sessions),
+// presence, seen (vendor events handled), keyuse (API keys' last use), and
+// probe (what the bench measures of NATS itself).
 // They open their buckets through the small surface in siblings.go. Only
 // packages under eventlog import NATS (TestImportRules in internal/imports
 // checks it). A failure to reach NATS is reported as domain.ErrUnavailable,

@@ -80,3 +80,15 @@ func (l *Ledger) TurnWaitersForTest(partner, aggregate string) int {
 	}
 	return 0
 }
+
+// SetStallAfterForTest sets how long a watchdog lets a consumer go without
+// a message while some wait for it, until the returned function restores
+// it.
+func SetStallAfterForTest(d time.Duration) (restore func()) {
+	old := stallAfter
+	stallAfter = d
+	return func() { stallAfter = old }
+}
+
+// StallsForTest is how many stalls of consumer m counted.
+var StallsForTest = stalls

@@ -25,7 +25,7 @@ func createPartner(t *testing.T, l *eventlog.Ledger, name string) string {
 			for _, e := range h.Events {
 				p.Apply(e)
 			}
-			ev, err := domain.CreatePartner(&p, id, name, domain.Sandbox, []string{"https://example.org"}, time.Now())
+			ev, err := domain.CreatePartner(&p, id, name, domain.Sandbox, []string{"https://example.org"}, domain.Brand{}, time.Now())
 			return &ev, err
 		},
 	})
@@ -220,7 +220,7 @@ func TestANewAggregateDecidesWithoutLoadingAndAnExistingOneReloads(t *testing.T)
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			seen = append(seen, len(h.Events))
 			p := domain.Fold[domain.Partner](h.Events)
-			ev, err := domain.CreatePartner(&p, pt, "Acme again", domain.Sandbox, []string{"https://example.org"}, time.Now())
+			ev, err := domain.CreatePartner(&p, pt, "Acme again", domain.Sandbox, []string{"https://example.org"}, domain.Brand{}, time.Now())
 			return &ev, err
 		},
 	})
@@ -242,7 +242,7 @@ func TestANewAggregateDecidesWithoutLoadingAndAnExistingOneReloads(t *testing.T)
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			seen = append(seen, len(h.Events))
 			p := domain.Fold[domain.Partner](h.Events)
-			ev, err := domain.CreatePartner(&p, fresh, "Fresh", domain.Sandbox, []string{"https://example.org"}, time.Now())
+			ev, err := domain.CreatePartner(&p, fresh, "Fresh", domain.Sandbox, []string{"https://example.org"}, domain.Brand{}, time.Now())
 			return &ev, err
 		},
 	})

@@ -51,3 +51,30 @@ func (l *Ledger) Message(ev domain.Event) (*nats.Msg, error) { return l.eventMes
 
 // Name is the name of the ledger's stream.
 func (l *Ledger) Name() string { return l.name }
+
+// Watchdog watches a sibling package's consumer as the ledger's own
+// readers are watched (watchdog.go): one that receives nothing for a while
+// with messages waiting for it is torn down, to be made again.
+type Watchdog struct {
+	l *Ledger
+	w *watchdog
+}
+
+// NewWatchdog makes the watchdog of a consumer, named consumer in the
+// stalls metric; waiting reports whether the server holds messages for
+// it. A quiet one stretches its checks while nothing waits (for consumers
+// an instance runs many of, mostly idle).
+func (l *Ledger) NewWatchdog(consumer string, quiet bool, waiting func(context.Context) (bool, error)) *Watchdog {
+	w := newWatchdog(consumer, waiting)
+	w.quiet = quiet
+	return &Watchdog{l: l, w: w}
+}
+
+// Arrived notes a message the consumer received.
+func (d *Watchdog) Arrived() { d.w.arrived() }
+
+// Watch checks the consumer until ctx ends, and ends the consuming through
+// stop with ErrStalled once it is stalled, counting it.
+func (d *Watchdog) Watch(ctx context.Context, stop context.CancelCauseFunc) {
+	d.l.watch(ctx, d.w, stop)
+}

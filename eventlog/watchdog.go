@@ -27,10 +27,20 @@ var ErrStalled = errors.New("the consumer received nothing while the ledger held
 // server holds some for it, before its watchdog tears it down.
 var stallAfter = 10 * time.Second
 
+// quietMax bounds how far a watchdog that found nothing waiting stretches
+// its checks (see watchdog.quiet).
+const quietMax = 5 * time.Minute
+
 // watchdog keeps one consuming's progress.
 type watchdog struct {
 	// consumer names it in the metric.
 	consumer string
+	// quiet, when set, doubles the time to the next check each time one
+	// finds nothing waiting, up to quietMax, until a message arrives: for
+	// consumers of which an instance runs many, mostly idle (one per
+	// webhook endpoint), so that an idle one costs the server one question
+	// every few minutes rather than every few seconds.
+	quiet bool
 	// waiting reports whether the server holds messages the consumer has
 	// not received; an error (the server away) says nothing either way.
 	waiting func(context.Context) (bool, error)
@@ -65,31 +75,40 @@ func (w *watchdog) handle(f func() error) error {
 }
 
 // stalled reports whether the consumer has been idle past stallAfter
-// while messages wait for it.
-func (w *watchdog) stalled(ctx context.Context, now time.Time) bool {
+// while messages wait for it, and whether it asked the server.
+func (w *watchdog) stalled(ctx context.Context, now time.Time) (stalled, asked bool) {
 	if w.busy.Load() > 0 || now.Sub(time.Unix(0, w.moved.Load())) < stallAfter {
-		return false
+		return false, false
 	}
 	waiting, err := w.waiting(ctx)
-	return err == nil && waiting
+	return err == nil && waiting, true
 }
 
-// watch checks the consumer every half of stallAfter until ctx ends, and
-// ends the consuming through stop with ErrStalled once it is stalled,
-// counting it.
+// watch checks the consumer every half of stallAfter (stretched while
+// quiet) until ctx ends, and ends the consuming through stop with
+// ErrStalled once it is stalled, counting it.
 func (l *Ledger) watch(ctx context.Context, w *watchdog, stop context.CancelCauseFunc) {
-	t := time.NewTicker(stallAfter / 2)
+	every := stallAfter / 2
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if w.stalled(ctx, now) {
+			stalled, asked := w.stalled(ctx, now)
+			if stalled {
 				l.cfg.Metrics.ConsumerStalled(w.consumer)
 				stop(ErrStalled)
 				return
 			}
+			switch {
+			case !w.quiet || now.Sub(time.Unix(0, w.moved.Load())) < stallAfter:
+				every = stallAfter / 2
+			case asked:
+				every = min(2*every, quietMax)
+			}
+			t.Reset(every)
 		}
 	}
 }

@@ -19,15 +19,8 @@ import (
 // the caller's next follow, once the server takes consumers again,
 // reads on from where the first stopped.
 func TestAStalledFollowerIsTornDown(t *testing.T) {
-	defer func(d time.Duration) { stallAfter = d }(stallAfter)
-	stallAfter = 400 * time.Millisecond
 	ctx := context.Background()
-	metrics := telemetry.NewMetrics()
-	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, metrics := openWatched(t)
 	publish := func() {
 		t.Helper()
 		if _, err := l.js.Publish(ctx, l.subjects.prefix()+"pt_a.en_a.pub.enrollment.created", []byte(`{}`)); err != nil {
@@ -140,15 +133,8 @@ func stalls(t *testing.T, m *telemetry.Metrics, consumer string) float64 {
 // owner consumes again; once the server hands events out again, they
 // arrive.
 func TestAStalledSharedReaderIsTornDown(t *testing.T) {
-	defer func(d time.Duration) { stallAfter = d }(stallAfter)
-	stallAfter = 400 * time.Millisecond
 	ctx := context.Background()
-	metrics := telemetry.NewMetrics()
-	l, err := Open(ctx, Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, metrics := openWatched(t)
 	r, err := l.OpenSharedReader(ctx, SharedReaderConfig{Name: "stalled", Hold: time.Minute, MaxOut: 100}, func(error) {})
 	if err != nil {
 		t.Fatal(err)
@@ -186,4 +172,20 @@ func TestAStalledSharedReaderIsTornDown(t *testing.T) {
 		})
 	}()
 	waitUntil(t, func() bool { return handed.Load() == 1 })
+}
+
+// openWatched opens a ledger of its own whose watchdogs find a stall after
+// 400 ms, and the metrics it counts them in.
+func openWatched(t *testing.T) (*Ledger, *telemetry.Metrics) {
+	t.Helper()
+	old := stallAfter
+	stallAfter = 400 * time.Millisecond
+	t.Cleanup(func() { stallAfter = old })
+	metrics := telemetry.NewMetrics()
+	l, err := Open(context.Background(), Config{Env: domain.Sandbox, DataDir: t.TempDir(), Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l, metrics
 }

@@ -139,11 +139,10 @@ func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain
 	v := flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired"}
 	if sess.Purpose == domain.SessionPurposeUpdate {
 		v.Previous = sess.Previous.Words()
-		v.Church, _ = s.app.ChurchName(sess)
 	} else {
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)
 	}
-	s.renderFlow(w, r, v)
+	s.renderFlow(w, r, s.branded(sess, v))
 }
 
 // flowBind checks the browser's binding cookie, binding the session to this
@@ -154,7 +153,7 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 		if secret, ok := boundSecret(r, *sess); ok {
 			return secret, true
 		}
-		s.renderFlow(w, r, flowUsedPage())
+		s.renderFlow(w, r, s.branded(*sess, flowUsedPage()))
 		return "", false
 	}
 	// This instance shows no binding, but another may have bound the
@@ -166,10 +165,10 @@ func (s *Server) flowBind(w http.ResponseWriter, r *http.Request, token string, 
 	after, err := s.app.BindBrowser(r.Context(), *sess, heldHash, domain.HashSecret(fresh), now)
 	switch {
 	case errors.Is(err, domain.ErrLinkUsed):
-		s.renderFlow(w, r, flowUsedPage())
+		s.renderFlow(w, r, s.branded(*sess, flowUsedPage()))
 		return "", false
 	case errors.Is(err, domain.ErrSessionClosed):
-		s.renderFlow(w, r, flowUnavailablePage())
+		s.renderFlow(w, r, s.branded(*sess, flowUnavailablePage()))
 		return "", false
 	case err != nil:
 		s.flowFail(w, r, err)
@@ -262,12 +261,12 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			secret, ok = boundSecret(r, sess)
 		}
 		if !ok {
-			s.renderFlow(w, r, flowUsedPage())
+			s.renderFlow(w, r, s.branded(sess, flowUsedPage()))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, flowFormLimit)
 		if err := r.ParseForm(); err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrfToken(sess.ID, secret))) {
-			s.renderFlow(w, r, flowView{Status: http.StatusForbidden, Page: "stale", Title: "Please try that again", Action: "/flow/" + token})
+			s.renderFlow(w, r, s.branded(sess, flowView{Status: http.StatusForbidden, Page: "stale", Title: "Please try that again", Action: "/flow/" + token}))
 			return
 		}
 		f := &flowRequest{token: token, sess: sess, secret: secret, now: s.now(), form: r.PostForm}
@@ -278,12 +277,12 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		var de *domain.Error
 		switch {
 		case errors.Is(err, domain.ErrWrongStep) || errors.Is(err, domain.ErrSessionClosed):
-		case errors.As(err, &de) && flashes[string(de.Code)].Message != "":
+		case errors.As(err, &de) && flowMessage(string(de.Code)) != nil:
 			flash = string(de.Code)
 		case errors.Is(err, app.ErrPhoneService):
-			flash = "sms-failed"
+			flash = string(domain.FlowSMSFailed.Code)
 		case errors.Is(err, app.ErrDonorForgotten):
-			s.renderFlow(w, r, flowUnavailablePage())
+			s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 			return
 		case err != nil:
 			s.flowFail(w, r, err)
@@ -311,13 +310,13 @@ func (s *Server) flowCheckCode(ctx context.Context, f *flowRequest) (string, err
 		return r
 	}, f.form.Get("code"))
 	if !sixDigits(code) {
-		return "code-format", nil
+		return string(domain.FlowCodeFormat.Code), nil
 	}
 	res, err := s.app.CheckCode(ctx, f.sess, code, f.now)
 	if err != nil || res.Correct || res.Locked {
 		return "", err
 	}
-	return "code-wrong", nil
+	return string(domain.FlowCodeWrong.Code), nil
 }
 
 func sixDigits(s string) bool {
@@ -335,12 +334,12 @@ func sixDigits(s string) bool {
 // flowConsent records the donor's consent to the text the page showed.
 func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error) {
 	if f.form.Get("version") != domain.ConsentVersion {
-		return "consent-changed", nil
+		return string(domain.FlowConsentChanged.Code), nil
 	}
 	if f.form.Get("gift") != "yes" || f.form.Get("terms") != "yes" {
-		return "consent-missing", nil
+		return string(domain.FlowConsentMissing.Code), nil
 	}
-	return "", s.app.Consent(ctx, f.sess, f.now)
+	return "", s.app.Consent(ctx, f.sess, f.form.Get("terms_digest"), f.now)
 }
 
 // flowPayroll signs the donor in to their payroll provider.
@@ -350,11 +349,11 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	}
 	provider, ok := s.app.PayrollProvider(f.form.Get("provider"))
 	if !ok {
-		return "provider-missing", nil
+		return string(domain.FlowProviderMissing.Code), nil
 	}
 	user, password := f.form.Get("username"), f.form.Get("password")
 	if strings.TrimSpace(user) == "" || password == "" {
-		return "credentials-missing", nil
+		return string(domain.FlowCredentialsMissing.Code), nil
 	}
 	connected, err := s.app.ConnectPayroll(ctx, f.sess, provider, user, password, f.now)
 	if err != nil || connected {

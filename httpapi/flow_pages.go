@@ -20,10 +20,10 @@ import (
 	"github.com/partnergiving/giving/domain"
 )
 
-// The flow's pages and assets, and the API reference's, embedded: nothing
-// is loaded from elsewhere.
+// The flow's pages and assets, the API reference's and the dashboard's,
+// embedded: nothing is loaded from elsewhere.
 //
-//go:embed flowui apidocs
+//go:embed flowui apidocs dashboardui
 var uiFiles embed.FS
 
 // flowView is what a flow page shows.
@@ -49,6 +49,7 @@ type flowView struct {
 	TriesLeft      int
 	ConsentText    string
 	ConsentVersion string
+	ConsentDigest  string
 	Providers      []domain.PayrollProvider
 	Provider       string // the provider a failed sign-in was for
 	Sandbox        bool
@@ -56,6 +57,13 @@ type flowView struct {
 	// gives now, in words (Gift is the one asked for).
 	Previous string
 	Reason   string // why an ended gift ended, in words
+	// Brand is what the page shows of the partner: its display name (the
+	// partner's name when it has none), logo and links; empty on pages
+	// that know no session.
+	Brand domain.Brand
+	// Reference is what the donor quotes to the partner's support about
+	// the gift: its enrollment id, which the partner has from its events.
+	Reference string
 }
 
 // reconsentSteps are the steps of a re-consent session.
@@ -68,18 +76,14 @@ type flowError struct {
 	Message string
 }
 
-// flashes are the messages an action can ask its redirect to show, by code.
-var flashes = map[string]flowError{
-	"code-format":         {"code", "Enter the 6-digit code from the text message."},
-	"code-wrong":          {"code", "That code is not right."},
-	"code-expired":        {"code", "That code has expired. Send a new code."},
-	"no-code":             {"send", "Send a code to your phone first."},
-	"resend-too-soon":     {"send", "Please wait a few seconds before asking for another code."},
-	"sms-failed":          {"send", "We could not reach the text message service. Please try again in a moment."},
-	"consent-missing":     {"consent", "Tick both boxes to continue."},
-	"consent-changed":     {"consent", "The terms were updated. Please read them again."},
-	"provider-missing":    {"provider", "Choose your payroll provider."},
-	"credentials-missing": {"username", "Enter the username and password you use with your payroll provider."},
+// flowMessage is the message the flow shows for a code named in the page's
+// address (domain.FlowMessage), or nil.
+func flowMessage(code string) *flowError {
+	p, ok := domain.FlowMessage(domain.Code(code))
+	if !ok {
+		return nil
+	}
+	return &flowError{Field: p.Field, Message: p.Message}
 }
 
 func flowNotFoundPage() flowView {
@@ -110,14 +114,16 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		return
 	}
 	v.Church = church
-	if e, ok := flashes[flash]; ok {
-		v.Error = &e
+	if v.Brand, err = s.app.Brand(sess); err != nil {
+		s.flowFail(w, r, err)
+		return
 	}
+	v.Error = flowMessage(flash)
 	step := sess.Step(f.now)
 	if sess.Status == domain.SessionOpen {
 		// A donor who was forgotten cannot go on: their phone is gone.
 		if err := s.app.CheckDonor(ctx, sess); err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 	}
@@ -134,7 +140,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 	case domain.StepVerifyPhone:
 		ending, err := s.app.PhoneEnding(ctx, sess)
 		if err != nil {
-			s.flowVaultFail(w, r, err)
+			s.flowVaultFail(w, r, sess, err)
 			return
 		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
@@ -142,17 +148,18 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		v.PhoneEnd = ending
 		v.CodeSent = sess.CodeSentAt != nil
 		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
-		if v.Error != nil && flash == "code-wrong" {
+		if v.Error != nil && flash == string(domain.FlowCodeWrong.Code) {
 			v.Error.Message += " You have " + plural(v.TriesLeft, "try", "tries") + " left."
 		}
-		if v.Error != nil && flash == "resend-too-soon" {
+		if v.Error != nil && flash == string(domain.ErrResendTooSoon.Code) {
 			if wait := sess.ResendIn(f.now); wait > 0 {
 				v.Error.Message = "Please wait " + plural(int((wait+time.Second-1)/time.Second), "second", "seconds") + " before asking for another code."
 			}
 		}
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
-		v.ConsentText, v.ConsentVersion = domain.ConsentText(church, sess.Giving), domain.ConsentVersion
+		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
+		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
 	case domain.StepKYC:
 		v.Step = 3
 		if sess.KYC == domain.KYCReview {
@@ -176,14 +183,14 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 				s.flowFail(w, r, err)
 				return
 			}
-			v.Page, v.Title = "done", "Your new amount is set"
+			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
 			break
 		}
 		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
 			s.flowFail(w, r, err)
 			return
 		}
-		v.Page, v.Title = "done", "You're all set"
+		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
 	case domain.StepDeclined:
 		v.Page, v.Title = "declined", "We couldn't verify your identity"
@@ -226,7 +233,7 @@ func (s *Server) flowEnrollmentClosed(w http.ResponseWriter, r *http.Request, se
 	} else {
 		v.Page, v.Title, v.Reason = "ended", "Your giving has ended", endedBecause[e.EndReason]
 	}
-	s.renderFlow(w, r, v)
+	s.renderFlow(w, r, s.branded(sess, v))
 	return true
 }
 
@@ -238,9 +245,9 @@ var endedBecause = map[string]string{
 
 // flowVaultFail shows the "no longer available" page for a donor whose phone
 // was erased, and the trouble page for anything else.
-func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, sess domain.Session, err error) {
 	if errors.Is(err, app.ErrDonorForgotten) {
-		s.renderFlow(w, r, flowUnavailablePage())
+		s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 		return
 	}
 	s.flowFail(w, r, err)
@@ -281,18 +288,19 @@ func plural(n int, one, many string) string {
 }
 
 // flowPages holds one template per page, each the layout with its body.
-var flowPages = parseFlowPages()
+var flowPages = parsePages("flowui", template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor})
 
-func parseFlowPages() map[string]*template.Template {
-	funcs := template.FuncMap{"asset": assetURL, "steps": progress, "errFor": errFor}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, "flowui/layout.html"))
-	names, err := fs.Glob(uiFiles, "flowui/page_*.html")
+// parsePages reads the pages of one folder of uiFiles: its layout.html
+// and, for each page_<name>.html, the layout with that page's body, by name.
+func parsePages(dir string, funcs template.FuncMap) map[string]*template.Template {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(uiFiles, dir+"/layout.html"))
+	names, err := fs.Glob(uiFiles, dir+"/page_*.html")
 	if err != nil || len(names) == 0 {
-		panic("httpapi: no flow pages embedded")
+		panic("httpapi: no pages embedded in " + dir)
 	}
 	out := map[string]*template.Template{}
 	for _, n := range names {
-		page := strings.TrimSuffix(strings.TrimPrefix(n, "flowui/page_"), ".html")
+		page := strings.TrimSuffix(strings.TrimPrefix(n, dir+"/page_"), ".html")
 		out[page] = template.Must(template.Must(base.Clone()).ParseFS(uiFiles, n))
 	}
 	return out
@@ -317,9 +325,32 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	if v.Poll > 0 {
 		w.Header().Set("Content-Security-Policy", flowWaitCSP)
 	}
+	if origin := v.Brand.LogoOrigin(); origin != "" {
+		w.Header().Set("Content-Security-Policy", allowImagesFrom(w.Header().Get("Content-Security-Policy"), origin))
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(v.Status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// allowImagesFrom adds origin to the images csp allows. The partner's logo
+// is the one thing a flow page loads from elsewhere: its origin alone is
+// allowed, on the pages that show it, never a wildcard. The brand's
+// validation keeps the origin a plain scheme, host and port, so it cannot
+// add a directive.
+func allowImagesFrom(csp, origin string) string {
+	return strings.Replace(csp, "img-src 'self'", "img-src 'self' "+origin, 1)
+}
+
+// branded fills in whom a page outside the session's steps names: its
+// church and its partner. Such a page has a message of its own, which it
+// shows without them when they cannot be read.
+func (s *Server) branded(sess domain.Session, v flowView) flowView {
+	if v.Church == "" {
+		v.Church, _ = s.app.ChurchName(sess)
+	}
+	v.Brand, _ = s.app.Brand(sess)
+	return v
 }
 
 // assets are the static files of the flow (flowui) and of the API
@@ -337,7 +368,7 @@ func loadAssets() map[string]flowAsset {
 	types := map[string]string{".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".js": "text/javascript; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
 	out := map[string]flowAsset{}
 	for ext, ct := range types {
-		for _, dir := range []string{"flowui", "apidocs"} {
+		for _, dir := range []string{"flowui", "apidocs", "dashboardui"} {
 			names, _ := fs.Glob(uiFiles, dir+"/*"+ext)
 			for _, n := range names {
 				body, err := uiFiles.ReadFile(n)

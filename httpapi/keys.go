@@ -95,3 +95,19 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// createDashboardSession makes a single-use sign-in link to the partner's
+// dashboard, acting as the key the request carries.
+func (s *Server) createDashboardSession(w http.ResponseWriter, r *http.Request, claimed *app.Request) {
+	if err := decodeOptional(r, &struct{}{}); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	p, _ := principalFrom(r.Context())
+	link, err := s.app.Under(claimed).CreateDashboardLink(r.Context(), p.PartnerID, p.KeyPrefix)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"url": link.URL, "expires_at": domain.FormatTime(link.ExpiresAt)})
+}

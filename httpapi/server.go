@@ -28,6 +28,9 @@ type Config struct {
 	// Metrics records requests, rate-limit rejections, replays and vendor
 	// webhooks; nil records nothing.
 	Metrics *telemetry.Metrics
+	// FrameAncestors is the dashboard's CSP frame-ancestors source list:
+	// who may embed it in a frame (empty: nobody, 'none').
+	FrameAncestors string
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -136,6 +139,7 @@ func (s *Server) routes() {
 		write(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
 	s.flowRoutes(r)
+	s.dashboardRoutes(r)
 	write(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)
 	partner(http.MethodGet, "/v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
@@ -152,6 +156,7 @@ func (s *Server) routes() {
 	partner(http.MethodGet, "/v1/api_keys", s.listAPIKeys)
 	write(http.MethodPost, "/v1/api_keys/roll", s.rollAPIKey)
 	partner(http.MethodDelete, "/v1/api_keys/{prefix}", s.revokeAPIKey)
+	write(http.MethodPost, "/v1/dashboard_sessions", s.createDashboardSession)
 	s.router = r
 }
 

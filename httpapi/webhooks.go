@@ -370,6 +370,8 @@ type attemptView struct {
 	NextAttemptAt *string `json:"next_attempt_at"`
 	Exhausted     bool    `json:"exhausted"`
 	Error         *string `json:"error"`
+	// ResponseBody is the first bytes of the receiver's answer body.
+	ResponseBody *string `json:"response_body"`
 }
 
 func viewAttempt(a domain.DeliveryAttempt) attemptView {
@@ -380,7 +382,7 @@ func viewAttempt(a domain.DeliveryAttempt) attemptView {
 	if a.StatusCode != 0 {
 		v.StatusCode = &a.StatusCode
 	}
-	v.NextAttemptAt, v.Error = optionalTime(a.NextAttemptAt), optional(a.Error)
+	v.NextAttemptAt, v.Error, v.ResponseBody = optionalTime(a.NextAttemptAt), optional(a.Error), optional(a.Response)
 	return v
 }
 

@@ -35,6 +35,9 @@ func init() {
 	on("partner.created", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 		return updatePartner(tx, ev)
 	})
+	on("partner.brand_changed", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
+		return updatePartner(tx, ev)
+	})
 	on("partner.key_issued", func(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 		k := ev.Payload.(*domain.KeyIssued)
 		return issueKey(tx, ev, k.KeyID, k.Prefix, k.Hash)

@@ -42,7 +42,7 @@ func workload(t *testing.T, l *eventlog.Ledger, round int) {
 		}
 		run(func(h eventlog.History) (*domain.Event, error) {
 			p := partner(h)
-			ev, err := domain.CreatePartner(&p, id, fmt.Sprintf("P%d-%d", round, i), domain.Sandbox, []string{"https://p.example"}, time.Now())
+			ev, err := domain.CreatePartner(&p, id, fmt.Sprintf("P%d-%d", round, i), domain.Sandbox, []string{"https://p.example"}, domain.Brand{}, time.Now())
 			return &ev, err
 		})
 		keys := []domain.NewKey{domain.GenerateKey(domain.Sandbox), domain.GenerateKey(domain.Sandbox)}
@@ -313,7 +313,7 @@ func TestOnlyRequestDedupIDsAreKept(t *testing.T) {
 		out, err := l.Execute(ctx, eventlog.Command{Partner: id, Aggregate: id, New: true, MsgID: msgID,
 			Decide: func(context.Context, eventlog.History) (*domain.Event, error) {
 				var p domain.Partner
-				ev, err := domain.CreatePartner(&p, id, "P "+msgID, domain.Sandbox, []string{"https://p.example"}, time.Now())
+				ev, err := domain.CreatePartner(&p, id, "P "+msgID, domain.Sandbox, []string{"https://p.example"}, domain.Brand{}, time.Now())
 				return &ev, err
 			}})
 		if err != nil {

@@ -75,6 +75,9 @@ const (
 	// ConsumerSharedReader: the reader the instances share to fan events out
 	// to webhook endpoints.
 	ConsumerSharedReader = "shared_reader"
+	// ConsumerDeliveryQueue: one webhook endpoint's reader of the delivery
+	// queue (its retries and the deliveries its pusher had no room for).
+	ConsumerDeliveryQueue = "delivery_queue"
 )
 
 // Delivery outcomes and vendor kinds, listed so that every series exists
@@ -86,7 +89,7 @@ var (
 	vendorResults    = []string{VendorAccepted, VendorDuplicate, VendorInvalidSignature, VendorInvalid, VendorRefused, VendorFailed}
 	appendResults    = []string{AppendOK, AppendDuplicate, AppendConflict, AppendRejected, AppendUnavailable}
 	lagStages        = []string{LagRead, LagApplied, LagAttempted}
-	consumers        = []string{ConsumerFollower, ConsumerSharedReader}
+	consumers        = []string{ConsumerFollower, ConsumerSharedReader, ConsumerDeliveryQueue}
 )
 
 // NewMetrics builds a registry with every metric of the service, the Go
@@ -151,7 +154,7 @@ func NewMetrics() *Metrics {
 
 	m.stalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "giving_ledger_consumer_stalls_total",
-		Help: "Times a long-lived ledger consumer received nothing while the ledger held events for it, and was torn down to be made again (watchdog), by consumer: follower, shared_reader.",
+		Help: "Times a long-lived ledger consumer received nothing while the ledger held events for it, and was torn down to be made again (watchdog), by consumer: follower, shared_reader, delivery_queue.",
 	}, []string{"consumer"})
 	for _, c := range consumers {
 		m.stalls.WithLabelValues(c)

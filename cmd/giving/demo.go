@@ -21,6 +21,15 @@ type demoRecord struct {
 	KeyPrefix string `json:"key_prefix,omitempty"`
 }
 
+// demoBrand is what donors see of the demo partner: enough to show the
+// flow's header, footer and consent as a branded partner's.
+var demoBrand = domain.Brand{
+	DisplayName: "Demo Partner Giving",
+	SupportURL:  "https://localhost/help",
+	PrivacyURL:  "https://localhost/privacy",
+	TermsURL:    "https://localhost/terms",
+}
+
 // printDemo creates the demo partner the first time, issues a fresh key,
 // waits until the instance's projections know it (so the key works the
 // moment it is shown), and prints it.
@@ -34,7 +43,7 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 	var key domain.NewKey
 	var err error
 	if rec.PartnerID == "" {
-		rec.PartnerID, key, err = ops.CreatePartner(ctx, "Demo Partner", []string{"https://localhost"})
+		rec.PartnerID, key, err = ops.CreatePartner(ctx, "Demo Partner", []string{"https://localhost"}, demoBrand)
 	} else {
 		key, err = ops.IssueKey(ctx, rec.PartnerID)
 	}
@@ -56,9 +65,15 @@ func printDemo(ctx context.Context, st *stack.Stack, dataDir, public string, std
 	if err := st.Projector.CatchUp(ctx); err != nil {
 		return fmt.Errorf("demo partner key: %w", err)
 	}
+	link, err := st.App.CreateDashboardLink(ctx, rec.PartnerID, key.Prefix)
+	if err != nil {
+		return fmt.Errorf("demo dashboard link: %w", err)
+	}
 	fmt.Fprintf(stdout, `
 Demo partner: %s (redirect origin https://localhost)
 API key:      %s   (shown once; each start with --demo issues a fresh one and revokes the one before)
+Dashboard:    %s
+              (opens once, within 10 minutes; another: giving dashboard --api-key $K)
 
 For docs/getting-started.md, in another terminal:
   export B=%s K=%s
@@ -69,6 +84,6 @@ Try it:
     -H 'Idempotency-Key: demo-1' \
     -H 'Content-Type: application/json' \
     -d '{"churches":[{"name":"Grace Chapel","external_id":"crm-1"}]}'
-`, rec.PartnerID, key.Secret, public, key.Secret)
+`, rec.PartnerID, key.Secret, link.URL, public, key.Secret)
 	return nil
 }

@@ -2,6 +2,7 @@
 //
 //	giving serve                      run the service (embedded NATS and bbolt under --data)
 //	giving partners create ...        onboard a partner and print its first API key
+//	giving partners update ...        change what donors see of a partner
 //	giving keys issue|revoke ...      manage API keys
 //	giving replay                     rebuild the projections from the ledger
 //	giving certify --base-url --api-key   run the certification sequence against a sandbox
@@ -10,6 +11,7 @@
 //	giving sandbox complete-flow URL  complete a donor's hosted flow; print the enrollment
 //	giving sandbox receive            a local webhook receiver that verifies and prints
 //	giving listen                     forward the partner's events to a local receiver, signed
+//	giving dashboard --api-key        print a sign-in link to the partner's dashboard
 //
 // Run "giving <command> -h" for each command's flags. Every flag can also be
 // set with a GIVING_* environment variable (--nats-url is GIVING_NATS_URL).
@@ -55,6 +57,7 @@ const usage = `usage: giving <command> [flags]
 commands:
   serve              run the service
   partners create    onboard a partner and print its first API key
+  partners update    change what donors see of a partner (name, logo, links)
   keys issue         issue another API key to a partner
   keys revoke        revoke an API key by its prefix
   replay             rebuild the projections from the ledger
@@ -64,6 +67,7 @@ commands:
   sandbox complete-flow URL   complete a donor's hosted flow (sandbox answers); print the enrollment id
   sandbox receive    a local webhook receiver that verifies every delivery and prints it
   listen             forward the partner's events (from the feed) to a local receiver, signed like deliveries
+  dashboard          print a single-use sign-in link to the partner's dashboard
 
 Run "giving <command> -h" for a command's flags.`
 
@@ -77,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return runServe(ctx, rest, stdout, stderr)
 	case "partners":
-		return runSub(ctx, "partners", rest, stdout, stderr, map[string]subcommand{"create": runPartnersCreate})
+		return runSub(ctx, "partners", rest, stdout, stderr, map[string]subcommand{"create": runPartnersCreate, "update": runPartnersUpdate})
 	case "keys":
 		return runSub(ctx, "keys", rest, stdout, stderr, map[string]subcommand{"issue": runKeysIssue, "revoke": runKeysRevoke})
 	case "replay":
@@ -90,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, rest, stdout, stderr)
 	case "sandbox":
 		return runSub(ctx, "sandbox", rest, stdout, stderr, map[string]subcommand{"complete-flow": runCompleteFlow, "receive": runReceive})
+	case "dashboard":
+		return runDashboard(ctx, rest, stdout, stderr)
 	case "listen":
 		return runListen(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

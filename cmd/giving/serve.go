@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,6 +39,8 @@ type serveFlags struct {
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
+	// frameAncestors is who may frame the partner dashboard.
+	frameAncestors string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -45,7 +48,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger.natsListen, "nats-listen", defaultNATSListen, "loopback address the embedded NATS also listens on for operator commands, recorded in the data directory (empty: none)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.publicURL, "public-url", "", "address partners and donors reach the service at (default http://<addr>)")
-	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key for it")
+	fs.BoolVar(&f.demo, "demo", false, "sandbox only: create a demo partner once and print a fresh key and a dashboard sign-in link for it")
 	fs.IntVar(&f.rate, "rate-limit", 25, "requests per second per API key (token refill rate)")
 	fs.IntVar(&f.burst, "rate-burst", 50, "requests an API key may send at once (bucket size)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -54,10 +57,40 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
+	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
+		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
+}
+
+// missingForProduction lists every production setting that is not set,
+// each as its flag and its variable, so that one start names them all.
+// The sandbox needs none of them: it sends no text message, and its vendor
+// secrets are derived from the master key.
+func (f *serveFlags) missingForProduction() []string {
+	var missing []string
+	need := func(flag, value string) {
+		switch {
+		case strings.TrimSpace(value) == "":
+			missing = append(missing, "--"+flag+" ("+envName(flag)+")")
+		case strings.Contains(value, "CHANGE-ME"):
+			missing = append(missing, "--"+flag+" ("+envName(flag)+", still the example's CHANGE-ME)")
+		}
+	}
+	need("twilio-account-sid", f.twilio.cfg.AccountSID)
+	need("twilio-auth-token", f.twilio.cfg.AuthToken)
+	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
+	need("vendor-secret-payroll", f.vendors.payroll)
+	need("vendor-secret-bank", f.vendors.bank)
+	need("vendor-secret-kyc", f.vendors.kyc)
+	if f.ledger.natsURL != "" {
+		// Instances on a cluster share one master key: one generated into
+		// each data directory would seal what the others cannot open.
+		need("master-key", f.ledger.masterKey)
+	}
+	return missing
 }
 
 // tls loads the certificate pair, and the pool the simulators use to trust
@@ -108,8 +141,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := f.timeouts.check(); err != nil {
 		return err
 	}
+	if err := httpapi.CheckFrameAncestors(f.frameAncestors); err != nil {
+		return usageError{"--dashboard-frame-ancestors: " + err.Error()}
+	}
 	if f.demo && lcfg.Env != domain.Sandbox {
 		return usageError{"--demo works only on the sandbox stack"}
+	}
+	if lcfg.Env == domain.Production {
+		if missing := f.missingForProduction(); len(missing) > 0 {
+			return usageError{"the production stack needs these settings, which are not set: " + strings.Join(missing, ", ") +
+				" (each as a flag or its GIVING_* variable; deploy/systemd/giving.env.example names them all)"}
+		}
 	}
 	useTLS, roots, err := f.tls()
 	if err != nil {
@@ -140,7 +182,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
 		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
-		Webhooks: hooks, RequestLease: f.timeouts.lease,
+		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {

@@ -228,12 +228,37 @@ func (q *Queue) Consume(ctx context.Context, partner, endpoint string, concurren
 	if err != nil {
 		return nil, err
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { handle(Job{msg: m, nc: q.l.Conn()}) },
+	// The watchdog stops a consumer that receives nothing while jobs wait
+	// for it and there is room to hand them out; the dispatcher then
+	// starts it again (eventlog's watchdog.go).
+	w := q.l.NewWatchdog(telemetry.ConsumerDeliveryQueue, true, func(ctx context.Context) (bool, error) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		return info.NumPending > 0 && info.NumAckPending < info.Config.MaxAckPending, nil
+	})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		w.Arrived()
+		handle(Job{msg: m, nc: q.l.Conn()})
+	},
 		jetstream.PullMaxMessages(concurrency),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { failed(err) }))
 	if err != nil {
 		return nil, eventlog.NATSErr("endpoint consumer", err)
 	}
+	wctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		<-cc.Closed()
+		stop(nil)
+	}()
+	go func() {
+		w.Watch(wctx, stop)
+		if errors.Is(context.Cause(wctx), eventlog.ErrStalled) {
+			failed(fmt.Errorf("endpoint consumer %s: %w", endpoint, eventlog.ErrStalled))
+			cc.Stop()
+		}
+	}()
 	return &Consumption{cc: cc}, nil
 }
 

@@ -173,12 +173,12 @@ func (rs *readState) setUp(ctx context.Context) error {
 	}
 	defer svc.close()
 	var key domain.NewKey
-	if rs.big, key, err = svc.st.Operators.CreatePartner(ctx, "Bench feed partner", nil); err != nil {
+	if rs.big, key, err = svc.st.Operators.CreatePartner(ctx, "Bench feed partner", nil, domain.Brand{}); err != nil {
 		return err
 	}
 	rs.bigKey = key.Secret
 	rs.cursorKey = svc.st.Secrets.Key("cursor")
-	if rs.hook, _, err = svc.st.Operators.CreatePartner(ctx, "Bench webhook partner", nil); err != nil {
+	if rs.hook, _, err = svc.st.Operators.CreatePartner(ctx, "Bench webhook partner", nil, domain.Brand{}); err != nil {
 		return err
 	}
 	if err := svc.st.Projector.CatchUp(ctx); err != nil {
@@ -192,7 +192,7 @@ func (rs *readState) setUp(ctx context.Context) error {
 	for i := range max(rs.r.opts.Partners-1, 1) {
 		id := domain.NewID(domain.PrefixPartner)
 		var p domain.Partner
-		ev, err := domain.CreatePartner(&p, id, fmt.Sprintf("Bench partner %d", i), domain.Sandbox, nil, time.Now())
+		ev, err := domain.CreatePartner(&p, id, fmt.Sprintf("Bench partner %d", i), domain.Sandbox, nil, domain.Brand{}, time.Now())
 		if err != nil {
 			return err
 		}

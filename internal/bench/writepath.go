@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/ksuid"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/probe"
 )
@@ -108,7 +109,7 @@ func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Led
 func (s *service) tenants(ctx context.Context, n int) ([]tenant, error) {
 	out := make([]tenant, n)
 	for i := range out {
-		_, key, err := s.st.Operators.CreatePartner(ctx, fmt.Sprintf("Bench partner %d", i), []string{"https://localhost"})
+		_, key, err := s.st.Operators.CreatePartner(ctx, fmt.Sprintf("Bench partner %d", i), []string{"https://localhost"}, domain.Brand{})
 		if err != nil {
 			return nil, err
 		}

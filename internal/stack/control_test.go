@@ -37,7 +37,7 @@ func TestReplayDuringShutdownIsAbandoned(t *testing.T) {
 		st.Close()
 		t.Fatal(err)
 	}
-	if _, _, err := st.Operators.CreatePartner(ctx, "Partner", nil); err != nil {
+	if _, _, err := st.Operators.CreatePartner(ctx, "Partner", nil, domain.Brand{}); err != nil {
 		st.Close()
 		t.Fatal(err)
 	}

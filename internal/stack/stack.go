@@ -17,6 +17,7 @@ import (
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/dashboard"
 	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/eventlog/keyuse"
@@ -64,6 +65,9 @@ type Config struct {
 	// RequestLease caps how long a request may run holding its
 	// Idempotency-Key; 0 means idempotency.DefaultLease.
 	RequestLease time.Duration
+	// FrameAncestors is who may frame the partner dashboard (a CSP
+	// frame-ancestors source list); empty means nobody.
+	FrameAncestors string
 }
 
 // Stack is one running instance.
@@ -176,6 +180,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	grants, err := dashboard.Open(ctx, s.Ledger)
+	if err != nil {
+		return err
+	}
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
@@ -195,6 +203,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
 		VendorEvents: vendorEvents, Attempts: attempts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
+		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
 		Webhooks: func(a *app.Service) (app.Webhooks, error) {
@@ -211,7 +220,8 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
-		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+		FrameAncestors: cfg.FrameAncestors,
+		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }

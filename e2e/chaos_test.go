@@ -103,11 +103,13 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 			cluster.Stop(leader)
 			// Let the load run on the two nodes left, then bring the
 			// node back and wait until it has caught up, so the next
-			// fault never costs the quorum.
+			// fault never costs the quorum. Once every write has its
+			// final answer no more can come: waiting out the deadline
+			// then would only idle.
 			until := load.answered.Load() + step/2
 			deadline := time.Now().Add(20 * time.Second)
 			waitFor(t, time.Minute, "answers with a node down", func() bool {
-				return load.answered.Load() >= until || time.Now().After(deadline)
+				return load.answered.Load() >= until || load.finished() || time.Now().After(deadline)
 			})
 			cluster.Restart(leader)
 			waitFor(t, 2*time.Minute, "the cluster to catch up", func() bool { return cluster.Current(ledgerStream, requestsStream) })

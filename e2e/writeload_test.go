@@ -233,6 +233,16 @@ func (l *chaosLoad) finish(client *http.Client, j *writeJob) {
 	j.err = fmt.Errorf("%s %s: no final answer within 3 minutes", j.kind, j.key)
 }
 
+// finished reports whether every job has its final answer.
+func (l *chaosLoad) finished() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // wait waits until every job has its final answer.
 func (l *chaosLoad) wait(t *testing.T) {
 	t.Helper()

@@ -26,6 +26,7 @@ import (
 // effect in the ledger, every re-send replays its answer byte for byte, and
 // every acknowledged write reads back as answered.
 func TestChaosOneEffectPerKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and the binary")
 	}

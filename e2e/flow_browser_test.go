@@ -243,6 +243,7 @@ func (tb *tab) consent(nextH1 string) {
 }
 
 func TestFlowInBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
@@ -401,6 +402,7 @@ func TestFlowInBrowser(t *testing.T) {
 // takes effect (enrollment.updated on the webhook and the feed). Then the
 // donor's original link shows that the giving was canceled.
 func TestReconsentInBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	ts := startStack(t)
 	c, pid := ts.partner(t, "https://partner.example")

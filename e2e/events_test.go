@@ -475,6 +475,9 @@ func TestFeedValidatesParameters(t *testing.T) {
 func TestFeedLongPoll(t *testing.T) {
 	// Serial: it bounds a long poll's wake-up after an append at 100 ms, a
 	// latency that tests running beside it on a small machine would decide.
+	if testing.Short() {
+		t.Skip("long polls for seconds, one after another")
+	}
 	ts := startStack(t)
 	c, p := ts.feedPartner(t, 1)
 	_, q := ts.feedPartner(t, 1)

@@ -22,8 +22,12 @@ import (
 // each tab saves a screenshot under testdata-screens/ (gitignored) and logs
 // its path.
 
-// chromiumPath finds the browser or ends the test.
+// chromiumPath finds the browser or ends the test. -short, the inner loop,
+// leaves the browser tests out: each starts a Chromium of its own.
 func chromiumPath(t *testing.T) string {
+	if testing.Short() {
+		t.Skip("starts Chromium, which -short leaves out")
+	}
 	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
 		if path, err := exec.LookPath(p); err == nil {
 			return path

@@ -79,6 +79,9 @@ func TestRateLimitPerKey(t *testing.T) {
 func TestRateLimitHoldsUnderContention(t *testing.T) {
 	// Serial: it counts how many requests 64 clients get through in five
 	// seconds, a throughput that tests running beside it would lower.
+	if testing.Short() {
+		t.Skip("runs a five-second load")
+	}
 	const perSecond, burst, clients = 20, 10, 64
 	ts := startStack(t, withRateLimit(perSecond, burst))
 	c, _ := ts.partner(t)

@@ -12,6 +12,7 @@ import (
 // The access log has one JSON line per request, and never a body, a key, an
 // Authorization header or a query string.
 func TestAccessLogLinePerRequestWithoutSecrets(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	const (

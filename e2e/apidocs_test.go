@@ -12,6 +12,7 @@ import (
 // and any other client with the not-found problem; /docs and the assets it
 // loads come from the binary under a policy that allows only this origin.
 func TestRootAndDocsPages(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	browserAccept := "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 	page := rawDo(t, http.MethodGet, ts.URL+"/", nil, map[string]string{"Accept": browserAccept})
@@ -46,6 +47,7 @@ func TestRootAndDocsPages(t *testing.T) {
 // a policy violation or a script error, and axe-core finds 0 violations
 // there and on the landing page.
 func TestDocsPageAxe(t *testing.T) {
+	t.Parallel()
 	src, version := axeSource(t)
 	ts := startStack(t)
 	tb := newBrowser(t).tab(t)

@@ -72,6 +72,7 @@ func unauthorizedBody(t *testing.T, c *apitest.Client) string {
 // 401 as an unknown key, and the new one keeps working. The list shows the
 // keys, never a key itself, and the old one's expiry.
 func TestAPIKeyRollUnderLoad(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withRateLimit(100000, 100000))
 	old, _ := ts.partner(t)
 	if r := old.Do(http.MethodGet, "/v1/churches", nil, nil); r.Status != 200 {
@@ -141,6 +142,7 @@ func TestAPIKeyRollUnderLoad(t *testing.T) {
 // another partner's; the operator's console revokes a rolled key as any
 // other, and a revoked key gets the opaque 401.
 func TestAPIKeyRevoke(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, pid := ts.partner(t)
 	other, _ := ts.partner(t)
@@ -190,6 +192,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 // (a replay answers the same body), 404 across partners, and a
 // problem+json 4xx for every bad input, never a 5xx.
 func TestKeyAndEndpointRoutesHoldTheHouseRules(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	other, _ := ts.partner(t)

@@ -14,6 +14,7 @@ import (
 // Every way of failing authentication gets the same 401: status, headers and
 // body identical apart from the request's own id.
 func TestUnauthorizedIsIdenticalForEveryCause(t *testing.T) {
+	t.Parallel()
 	sandbox := startStack(t)
 	production := startStack(t, withEnv(domain.Production))
 	live, _ := production.partner(t)

@@ -46,6 +46,7 @@ func (in *integration) handle(t *testing.T, body []byte, signature string, at ti
 // webhook receiver, the hosted flow in headless Chromium, the feed polled
 // with stored cursors, and a delivery forced to repeat.
 func TestCertificationSequence(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	ts := startStack(t, withRetrySchedule(repeatWait(5, 200*time.Millisecond)...))
 	c, _ := ts.partner(t, "https://partner.example")
@@ -198,6 +199,7 @@ func field(t *testing.T, body []byte, name string) json.RawMessage {
 // deletes the endpoint it registered and archives the churches it
 // imported; with a bad key it fails and says why.
 func TestCertifyCommand(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://localhost")
 	r := runCLI(t, nil, "certify", "--base-url", ts.URL, "--api-key", c.Key, "--timeout", "20s")
@@ -248,6 +250,7 @@ func TestCertifyCommand(t *testing.T) {
 // answer, an address without a scheme, a service that is not there, a
 // redirect_url off the allowlist.
 func TestCertifyNamesTheCause(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://localhost")
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -320,6 +323,7 @@ func TestCertifyNamesTheCause(t *testing.T) {
 // stdout; a declined donor, a wrong code, a refused payroll sign-in and a
 // url that is not a session's each end it non-zero, saying why.
 func TestSandboxCompleteFlowCommand(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://localhost")
 	church := importChurch(t, c, "Grace")

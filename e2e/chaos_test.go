@@ -18,6 +18,7 @@ import (
 // effect in the ledger, every re-send replays its answer byte for byte, and
 // every acknowledged write reads back as answered.
 func TestChaosOneEffectPerKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and the binary")
 	}
@@ -59,11 +60,13 @@ func TestChaosOneEffectPerKey(t *testing.T) {
 			cluster.Stop(leader)
 			// Let the load run on the two nodes left, then bring the
 			// node back and wait until it has caught up, so the next
-			// fault never costs the quorum.
+			// fault never costs the quorum. Once every write has its
+			// final answer no more can come: waiting out the deadline
+			// then would only idle.
 			until := load.answered.Load() + step/2
 			deadline := time.Now().Add(20 * time.Second)
 			waitFor(t, time.Minute, "answers with a node down", func() bool {
-				return load.answered.Load() >= until || time.Now().After(deadline)
+				return load.answered.Load() >= until || load.finished() || time.Now().After(deadline)
 			})
 			cluster.Restart(leader)
 			waitFor(t, 2*time.Minute, "the cluster to catch up", func() bool { return cluster.Current(ledgerStream, requestsStream) })

@@ -19,6 +19,7 @@ type churchResponse struct {
 // rules; the change is idempotent like every write; bad input is a
 // problem+json 4xx; another partner's church is a 404.
 func TestUpdateChurch(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	var imp importResponse
@@ -91,6 +92,7 @@ func TestUpdateChurch(t *testing.T) {
 // with a problem that says so, and cannot be changed; archiving again
 // changes nothing.
 func TestArchiveChurch(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")

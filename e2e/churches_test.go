@@ -26,6 +26,7 @@ type importResponse struct {
 }
 
 func TestImportJudgesEachRowAlone(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	body := `{"churches":[
@@ -72,6 +73,7 @@ func TestImportJudgesEachRowAlone(t *testing.T) {
 }
 
 func TestImportRefusesOversizedBatches(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	rows := make([]string, 1001)
@@ -89,6 +91,7 @@ func TestImportRefusesOversizedBatches(t *testing.T) {
 }
 
 func TestChurchesListPagesAndIsolatesPartners(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, _ := ts.partner(t)
 	b, _ := ts.partner(t)
@@ -152,6 +155,7 @@ func TestChurchesListPagesAndIsolatesPartners(t *testing.T) {
 // The largest import a request can carry (1000 rows of names that grow when
 // escaped) is stored as one event; it never fails with a 5xx.
 func TestLargestImportFitsInOneEvent(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	rows := make([]string, 1000)

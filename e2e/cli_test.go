@@ -56,6 +56,7 @@ func offline(dir string) []string {
 }
 
 func TestCLIOfflineThenServe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// Flags from the environment: GIVING_DATA.
 	p := decodeCLI(t, runCLI(t, offline(dir), "partners", "create", "--name", "Offline Partner", "--redirect-origin", "https://a.example", "--redirect-origin", "https://b.example:8443", "--json"))
@@ -98,6 +99,7 @@ func TestCLIOfflineThenServe(t *testing.T) {
 }
 
 func TestCLIOnlineAgainstRunningServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := startServer(t, dir, nil)
 	// The CLI reaches the running server at the address it recorded in its
@@ -154,6 +156,7 @@ func TestCLIOnlineAgainstRunningServer(t *testing.T) {
 // record is ignored (its lock died with it), a directory in use cannot be
 // served twice, and an instance that takes no operator commands is named.
 func TestCLIFindsTheInstanceFromItsDataDirectory(t *testing.T) {
+	t.Parallel()
 	first, second := startServer(t, t.TempDir(), nil), startServer(t, t.TempDir(), nil)
 	r := runCLI(t, nil, "partners", "create", "--name", "Second's", "--redirect-origin", "https://s.example", "--data", second.Dir, "--json")
 	p := decodeCLI(t, r)
@@ -196,6 +199,7 @@ func TestCLIFindsTheInstanceFromItsDataDirectory(t *testing.T) {
 }
 
 func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// A production partner needs a support contact, privacy and terms
 	// pages; their flags come from the environment too.
@@ -239,6 +243,7 @@ func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 }
 
 func TestServeDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := startServer(t, dir, nil, "--demo")
 	keyLine := regexp.MustCompile(`API key:\s+(sk_test_\w+)`)
@@ -283,6 +288,7 @@ func TestServeDemo(t *testing.T) {
 }
 
 func TestReplayOfflineAndOnline(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := decodeCLI(t, runCLI(t, offline(dir), "partners", "create", "--name", "Replay Partner", "--redirect-origin", "https://r.example", "--json"))
 	srv := startServer(t, dir, nil, "--rate-limit", "100000", "--rate-burst", "100000")

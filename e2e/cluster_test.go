@@ -29,6 +29,7 @@ func withCluster(natsURL, masterKey string) stackOption {
 // Two instances on the deploy example's 3-node cluster share one ledger,
 // idempotency and cursors, and keep working when a node is lost.
 func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
 	}
@@ -86,6 +87,7 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 // its leaders, all come up: creating the streams, buckets and consumers is
 // idempotent and retried while the cluster settles.
 func TestInstancesStartTogetherOnAFreshCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
 	}
@@ -138,6 +140,7 @@ func TestInstancesStartTogetherOnAFreshCluster(t *testing.T) {
 // is acknowledged nowhere unrecorded: it is a 503 with Retry-After. Once the
 // nodes are back, the retry with the same key runs, once.
 func TestAWriteWithoutQuorumIsRefusedThenRunsOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
 	}

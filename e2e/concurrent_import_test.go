@@ -11,6 +11,7 @@ import (
 // are serialised on the partner's church catalogue, and losers of the race
 // decide again instead of failing.
 func TestConcurrentImportsForOnePartnerAllSucceed(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	const clients, each = 16, 10

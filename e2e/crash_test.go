@@ -53,6 +53,7 @@ func (l *liveTargets) list() []string {
 // one effect, every re-send replays its answer, what was answered reads
 // back, and the projections equal a fresh replay.
 func TestCrashMidLoadThenRetryEveryKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}

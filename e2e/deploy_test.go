@@ -19,6 +19,7 @@ import (
 // and process collectors'). TestMetricsAfterRealTraffic checks that the
 // service serves every name both use.
 func TestAlertRulesAndDashboard(t *testing.T) {
+	t.Parallel()
 	promtoolPath(t)
 	promtool(t, "", "check", "rules", "../deploy/prometheus/alerts.yml")
 	cmd := exec.Command(promtoolPath(t), "test", "rules", "alerts_test.yml")

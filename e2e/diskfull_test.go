@@ -20,6 +20,7 @@ import (
 // back, writes succeed again within 30 s, without a restart, and every
 // write acknowledged before reads back.
 func TestWritesRecoverWhenTheDiskHasRoomAgain(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}

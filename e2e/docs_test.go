@@ -16,6 +16,7 @@ import (
 // The README is a front door: short, with the two set-up commands that CI
 // runs as written.
 func TestReadmeIsAFrontDoor(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +47,7 @@ var (
 // pages under docs/ leads to a file that exists and, when it names an
 // anchor, to a heading of that file.
 func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
 	pages, _ := filepath.Glob("../docs/*.md")
 	pages = append(pages, "../README.md", "../CHANGELOG.md", "../BENCHMARKS.md")
 	if len(pages) < 10 {
@@ -134,6 +136,7 @@ var (
 // No tracked file cites one. The Redoc bundle is the npm package's file
 // as published, and lock files are npm's.
 func TestNoWorkItemNumbers(t *testing.T) {
+	t.Parallel()
 	for _, file := range trackedFiles(t) {
 		if strings.HasPrefix(file, "httpapi/apidocs/redoc.standalone.js") || strings.HasSuffix(file, "package-lock.json") {
 			continue

@@ -115,6 +115,7 @@ func vendorBody(id, typ string, data any) string {
 }
 
 func TestPayrollConfirmationActivatesExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -165,6 +166,7 @@ func TestPayrollConfirmationActivatesExactlyOnce(t *testing.T) {
 }
 
 func TestSimulatorsGoThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	other, _ := ts.partner(t)
@@ -242,6 +244,7 @@ func TestSimulatorsGoThroughTheEdge(t *testing.T) {
 }
 
 func TestDepositAmounts(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -289,6 +292,7 @@ func TestDepositAmounts(t *testing.T) {
 }
 
 func TestEdgeRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -330,6 +334,7 @@ func TestEdgeRefusesBadInput(t *testing.T) {
 }
 
 func TestSandboxIsAbsentInProduction(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withEnv(domain.Production))
 	c, _ := ts.partner(t)
 	for _, p := range []string{"/sandbox/simulate/deposit", "/sandbox/simulate/kyc", "/sandbox/simulate/payroll-connected", "/sandbox/anything"} {
@@ -349,6 +354,7 @@ func TestSandboxIsAbsentInProduction(t *testing.T) {
 }
 
 func TestKYCOutcomesMoveTheFlow(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -433,6 +439,7 @@ func TestKYCOutcomesMoveTheFlow(t *testing.T) {
 // before recorded without its announcement (a failure part-way) is
 // announced when the bank retries.
 func TestDepositTracesAndRecovery(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, pa := ts.partner(t)
 	b, pb := ts.partner(t)
@@ -501,6 +508,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 // A vendor event id handled once is acknowledged as a duplicate afterwards,
 // even when handling it again would now be refused.
 func TestVendorEventIDsAreRemembered(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -519,6 +527,7 @@ func TestVendorEventIDsAreRemembered(t *testing.T) {
 // the same bank webhook (trace, event id, bank timestamp), the edge credits
 // it once, and the retry answers what the first run did.
 func TestRetriedDepositSimulationCreditsOnce(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withNATSListen("127.0.0.1:0"))
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -553,6 +562,7 @@ func TestRetriedDepositSimulationCreditsOnce(t *testing.T) {
 // The bank's retry of that very event, inside the dedup window, announces
 // the deposit once and credits nothing more.
 func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -587,6 +597,7 @@ func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
 // arriving at once (each its own vendor event) credit it once, and distinct
 // traces arriving at once are each credited.
 func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	creditConcurrently(t, pid, importChurch(t, c, "Grace"), ts)
@@ -596,6 +607,7 @@ func TestConcurrentCreditsOfATraceCreditOnce(t *testing.T) {
 // once credit it once (the deposit book's guard, not one process's turns,
 // decides), and distinct traces reaching both are each credited.
 func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
+	t.Parallel()
 	natsURL := eventlogtest.StartServer(t)
 	master := withMasterKey("6a1f2c9b8d7e6f50412233445566778899aabbccddeeff00112233445566778b")
 	one := startStack(t, withNATSURL(natsURL), master)

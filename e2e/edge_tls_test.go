@@ -62,6 +62,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 // The service serves https with --tls-cert/--tls-key, and the sandbox
 // simulators reach its edge over that https.
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	certFile, keyFile, roots := selfSigned(t)
 	srv := launchServe(t, nil, "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--nats-listen", "", "--demo",
 		"--tls-cert", certFile, "--tls-key", keyFile)

@@ -90,6 +90,7 @@ func getEnrollment(t *testing.T, c *apitest.Client, id string) enrollmentBody {
 // byte for byte; a repeated move answers 200 and appends nothing; a move
 // the status does not allow is a 409 naming the status.
 func TestEnrollmentLifecycle(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, pid := ts.partner(t, "https://partner.example")
@@ -380,6 +381,7 @@ func TestEnrollmentLifecycle(t *testing.T) {
 
 // The list shows every status and filters by each.
 func TestEnrollmentListFiltersEveryStatus(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example")
 	church := importChurch(t, c, "Grace Chapel")
@@ -427,6 +429,7 @@ func TestEnrollmentListFiltersEveryStatus(t *testing.T) {
 // not exist, for every read and every move, and a move attempted on them
 // changes nothing.
 func TestEnrollmentsAndEventsArePartnerIsolated(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, pid := ts.partner(t, "https://partner.example")
 	b, _ := ts.partner(t, "https://partner.example")
@@ -464,6 +467,7 @@ func TestEnrollmentsAndEventsArePartnerIsolated(t *testing.T) {
 // A donor session's every outcome is an event: a failed identity check and
 // a lockout arrive on the webhook and the feed like a success does.
 func TestDonorSessionOutcomesAreEvents(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t, "https://partner.example")
 	church := importChurch(t, c, "Grace Chapel")
@@ -497,6 +501,7 @@ func TestDonorSessionOutcomesAreEvents(t *testing.T) {
 // GET /v1/event_types lists every public type with the payload schema the
 // OpenAPI document carries (the client checks the answer against it).
 func TestEventTypesCatalogue(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	resp := c.Do(http.MethodGet, "/v1/event_types", nil, nil)

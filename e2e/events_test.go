@@ -151,12 +151,15 @@ func internalRecords(t testing.TB, ts *testStack, partner string) []eventlog.Rec
 // 10,000 events across three partners and three types: every partner pages
 // through with small and large pages, with and without type filters, and
 // sees exactly its own public events, each once, in stream order, byte for
-// byte as stored.
+// byte as stored. The ledger is a NATS server of its own that, like a
+// cluster, does not sync each write: what is paged is the same, and the
+// 10,000 appends take seconds instead of most of a minute of fsyncs.
 func TestFeedPagesThroughTenThousandEvents(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("appends 10,000 synced events")
+		t.Skip("appends 10,000 events")
 	}
-	ts := startStack(t)
+	ts := startStack(t, withNATSURL(eventlogtest.StartServer(t)))
 	clients := map[string]*apitest.Client{}
 	var who []feedProducer
 	for range 3 {
@@ -251,6 +254,7 @@ func checkNoInternal(t testing.TB, items []json.RawMessage, internal []eventlog.
 // webhook that sends the stored bytes carries exactly what the feed shows,
 // even for text that a JSON encoder would escape.
 func TestFeedItemsAreTheStoredBytes(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, p := ts.feedPartner(t, 1)
 	ctx := context.Background()
@@ -300,6 +304,7 @@ func TestFeedItemsAreTheStoredBytes(t *testing.T) {
 // Cursors stay valid across a restart, an online projection rebuild, and an
 // offline `giving replay` of the stopped instance's data directory.
 func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startStack(t, withDir(dir))
 	c, p := ts.feedPartner(t, 2)
@@ -357,6 +362,7 @@ func TestFeedCursorSurvivesRestartAndReplay(t *testing.T) {
 // 400 invalid-cursor: altered, cut short, another partner's, random, or
 // built by hand.
 func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, pa := ts.feedPartner(t, 1)
 	b, _ := ts.feedPartner(t, 1)
@@ -418,6 +424,7 @@ func TestFeedRefusesForeignAndForgedCursors(t *testing.T) {
 
 // Bad parameters are 422s that name the parameter.
 func TestFeedValidatesParameters(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	cases := map[string]string{
@@ -466,6 +473,11 @@ func TestFeedValidatesParameters(t *testing.T) {
 // that do not match, and when nothing comes answers empty with the same
 // cursor.
 func TestFeedLongPoll(t *testing.T) {
+	// Serial: it bounds a long poll's wake-up after an append at 100 ms, a
+	// latency that tests running beside it on a small machine would decide.
+	if testing.Short() {
+		t.Skip("long polls for seconds, one after another")
+	}
 	ts := startStack(t)
 	c, p := ts.feedPartner(t, 1)
 	_, q := ts.feedPartner(t, 1)
@@ -545,6 +557,7 @@ func TestFeedLongPoll(t *testing.T) {
 // Several types are merged by stream position: the page ends where the
 // merged list reaches the limit, even when no single type fills it.
 func TestFeedMergesTypesInStreamOrder(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, p := ts.feedPartner(t, 1)
 	ctx := context.Background()
@@ -583,6 +596,7 @@ func TestFeedMergesTypesInStreamOrder(t *testing.T) {
 // on the other, and a long poll on one wakes for an append made through the
 // other.
 func TestFeedAcrossInstances(t *testing.T) {
+	t.Parallel()
 	natsURL := eventlogtest.StartServer(t)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)

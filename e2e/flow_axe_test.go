@@ -86,6 +86,7 @@ func (tb *tab) audit(src, version string) {
 }
 
 func TestFlowPagesAxe(t *testing.T) {
+	t.Parallel()
 	src, version := axeSource(t)
 	b := newBrowser(t)
 	clock := &testClock{}

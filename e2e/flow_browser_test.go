@@ -22,8 +22,12 @@ import (
 // each tab saves a screenshot under testdata-screens/ (gitignored) and logs
 // its path.
 
-// chromiumPath finds the browser or ends the test.
+// chromiumPath finds the browser or ends the test. -short, the inner loop,
+// leaves the browser tests out: each starts a Chromium of its own.
 func chromiumPath(t *testing.T) string {
+	if testing.Short() {
+		t.Skip("starts Chromium, which -short leaves out")
+	}
 	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
 		if path, err := exec.LookPath(p); err == nil {
 			return path
@@ -244,6 +248,7 @@ func (tb *tab) consent(nextH1 string) {
 }
 
 func TestFlowInBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
@@ -402,6 +407,7 @@ func TestFlowInBrowser(t *testing.T) {
 // takes effect (enrollment.updated on the webhook and the feed). Then the
 // donor's original link shows that the giving was canceled.
 func TestReconsentInBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	ts := startStack(t)
 	c, pid := ts.partner(t, "https://partner.example")

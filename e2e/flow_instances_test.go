@@ -15,6 +15,7 @@ import (
 // the binding yet, for pages and for forms; any other browser is still
 // refused there.
 func TestFlowBindingOnALaggingInstance(t *testing.T) {
+	t.Parallel()
 	a := startStack(t, withNATSListen("127.0.0.1:0"))
 	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
 	if err != nil {

@@ -21,6 +21,7 @@ func withSMS(v sms.Verifier) stackOption {
 // production stack against a local fake of Twilio Verify: the code comes
 // from Twilio, the sandbox's 000000 does not work, and no seed donor exists.
 func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var calls []string
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

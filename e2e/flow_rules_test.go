@@ -26,6 +26,7 @@ func verifiedDonor(t *testing.T, d *donorBrowser) {
 }
 
 func TestFlowCodeRules(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, _ := ts.partner(t)
@@ -85,6 +86,7 @@ func TestFlowCodeRules(t *testing.T) {
 }
 
 func TestFlowIdentityScreens(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -118,6 +120,7 @@ func TestFlowIdentityScreens(t *testing.T) {
 }
 
 func TestFlowExpiry(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, _ := ts.partner(t)
@@ -146,6 +149,7 @@ func TestFlowExpiry(t *testing.T) {
 // TestSweeperExpiresOnce races several sweepers (the stack's own and two
 // more) over the same due sessions: each session expires exactly once.
 func TestSweeperExpiresOnce(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, _ := ts.partner(t)
@@ -191,6 +195,7 @@ func TestSweeperExpiresOnce(t *testing.T) {
 // TestDonorsForget erases a donor's phone through the CLI (the binary), against a running
 // instance and on a stopped one's data directory.
 func TestDonorsForget(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withNATSListen("127.0.0.1:0"))
 	c, partner := ts.partner(t)
 	church := importChurch(t, c, "Grace")

@@ -34,6 +34,7 @@ func checkFlowHeaders(t *testing.T, p flowPage) {
 // JavaScript would (forms posted, redirects followed, cookies kept), and
 // checks refresh, back-and-resubmit, CSRF and the binding to one browser.
 func TestFlowWithoutJavaScript(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example")
 	church := importChurch(t, c, "Grace Chapel")

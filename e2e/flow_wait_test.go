@@ -57,6 +57,7 @@ func simulateKYC(t *testing.T, c *apitest.Client, church, donor, outcome string)
 }
 
 func TestFlowWaitWithoutJavaScript(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
@@ -98,6 +99,7 @@ func TestFlowWaitWithoutJavaScript(t *testing.T) {
 // identity decision by itself, announces it in the live region, and opens
 // the next step.
 func TestFlowWaitInBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example")

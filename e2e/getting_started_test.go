@@ -28,6 +28,7 @@ import (
 var walkthroughPages = []string{"../docs/getting-started.md", "../docs/webhooks.md"}
 
 func TestGettingStartedWalkthrough(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "go", "node", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			// CI, which sets GIVING_REQUIRE_BROWSER, installs them all.

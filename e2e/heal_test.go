@@ -22,6 +22,7 @@ const healWithin = 30 * time.Second
 // the end every key of the load has exactly one effect and every
 // acknowledged write reads back.
 func TestInstancesHealAfterANodeLoss(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and the binary")
 	}

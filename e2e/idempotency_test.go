@@ -23,6 +23,7 @@ import (
 const importPath = "/v1/churches/import"
 
 func TestIdempotencyKeyIsCheckedBeforeAnyEffect(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	body := `{"churches":[{"name":"Grace Chapel"}]}`
@@ -57,6 +58,7 @@ func TestIdempotencyKeyIsCheckedBeforeAnyEffect(t *testing.T) {
 }
 
 func TestIdempotentReplay(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	key := apitest.Header{"Idempotency-Key": "replay-1"}
@@ -98,6 +100,7 @@ func TestIdempotentReplay(t *testing.T) {
 }
 
 func TestIdempotencyKeysArePartnerScoped(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, pa := ts.partner(t)
 	b, pb := ts.partner(t)
@@ -122,6 +125,7 @@ func TestIdempotencyKeysArePartnerScoped(t *testing.T) {
 // Fifty requests race with one key: exactly one runs; the others get the
 // stored answer or a 409 while it runs.
 func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	sawInFlight := false
@@ -194,6 +198,7 @@ func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 // past its lease on the key, answers 503 outcome-unknown with Retry-After;
 // the retry makes no second effect and answers the original result.
 func TestAnAnswerIsSentOnlyOnceRecorded(t *testing.T) {
+	t.Parallel()
 	var target atomic.Pointer[testStack]
 	var stall, lose atomic.Bool
 	var pid string

@@ -8,6 +8,7 @@ import (
 // A partner sees only its own churches, on every read, and a church of
 // another partner is the same 404 as a church that does not exist.
 func TestPartnerIsolationOnEveryRead(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, _ := ts.partner(t)
 	b, _ := ts.partner(t)
@@ -54,6 +55,7 @@ func TestPartnerIsolationOnEveryRead(t *testing.T) {
 
 // A read right after a write on the same instance sees the write.
 func TestReadAfterWrite(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	for i := range 20 {

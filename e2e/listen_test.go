@@ -18,6 +18,7 @@ import (
 // printed; started again after a clean stop, it forwards exactly the
 // events appended meanwhile, none lost and none twice.
 func TestListenForwardsTheFeedAndResumes(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Listen Chapel")
@@ -122,6 +123,7 @@ func TestListenForwardsTheFeedAndResumes(t *testing.T) {
 // and keeps the position after exactly the events forwarded: the next run
 // forwards the rest of the page, in feed order, none twice.
 func TestListenStoppedMidPageResumesAfterTheLastForward(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	var want []string
@@ -183,6 +185,7 @@ func TestListenStoppedMidPageResumesAfterTheLastForward(t *testing.T) {
 // the previous one beside it until it expires, as an endpoint does after a
 // rotation: a receiver holding either secret verifies every forward.
 func TestListenRotatesItsSecretWithAnOverlap(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	rc := okReceiver(t)

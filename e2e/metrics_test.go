@@ -41,6 +41,7 @@ var idLike = regexp.MustCompile(`(pt|ch|ds|dn|en|we|evt|req|dep|att)_[0-9A-Za-z]
 // rules and the dashboard use is served. It also reads the log lines for
 // what went wrong.
 func TestMetricsAfterRealTraffic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := startServer(t, dir, nil, "--metrics-addr", "127.0.0.1:0", "--pprof", "--webhook-retry-schedule", "200ms,1h")
 	metrics := srv.metricsURL(t)

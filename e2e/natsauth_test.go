@@ -14,6 +14,7 @@ import (
 // A running instance's embedded NATS takes only clients with the token from
 // its data directory; the operator CLI finds it there.
 func TestEmbeddedNATSListenerNeedsToken(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withNATSListen("127.0.0.1:0"))
 	u, err := url.Parse(ts.Ledger.ClientURL())
 	if err != nil || u.User == nil {
@@ -37,6 +38,7 @@ func TestEmbeddedNATSListenerNeedsToken(t *testing.T) {
 // The NATS password shows nowhere: not in what the CLI and serve print, not
 // in their logs, not in their errors.
 func TestNATSPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-Pa55w0rd"
 	u, err := url.Parse(eventlogtest.StartServer(t, eventlogtest.WithPassword("giving", secret)))
 	if err != nil {

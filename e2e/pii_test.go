@@ -79,6 +79,7 @@ func sweep(t errorer, where string, data []byte, phones []string) {
 // JetStream store files, the bbolt file, the logs, every API response and
 // event read back by id, every webhook and every page of the flow.
 func TestNoPhoneAnywhere(t *testing.T) {
+	t.Parallel()
 	// The sweep itself finds a phone in each formatting.
 	for _, form := range phoneForms("+12025550100") {
 		var ce countErrors

@@ -12,6 +12,7 @@ import (
 // hide the body's other field errors. Every answer is also checked against
 // the OpenAPI document by the client.
 func TestProblemDetailsNameTheFix(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example")
 

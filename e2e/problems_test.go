@@ -93,6 +93,7 @@ func rawDo(t *testing.T, method, url string, body []byte, headers map[string]str
 }
 
 func TestUnknownRouteAndWrongMethod(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	auth := map[string]string{"Authorization": "Bearer " + c.Key}
@@ -120,6 +121,7 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 }
 
 func TestRequestErrorsAreProblems(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	before := ts.lastSeq(t)
@@ -173,6 +175,7 @@ func TestRequestErrorsAreProblems(t *testing.T) {
 }
 
 func TestOperationalRoutes(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c := &apitest.Client{TB: t, Base: ts.URL}
 	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml", "/openapi.json", "/problems", "/problems/validation-error"} {

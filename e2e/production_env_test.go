@@ -22,6 +22,7 @@ import (
 // 3-node cluster, a Twilio stand-in), its CHANGE-ME secrets with values.
 // Without them it refuses, and names every missing setting in one error.
 func TestProductionStartsFromTheEnvExample(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and the binary")
 	}

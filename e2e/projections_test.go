@@ -62,6 +62,7 @@ func freshReplay(t *testing.T, ts *testStack) map[string]map[string]string {
 }
 
 func TestRebuiltProjectionsEqualLive(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, ids := mixedWorkload(t, ts)
 	live := dumpStore(t, ts.Store)
@@ -117,6 +118,7 @@ func TestRebuiltProjectionsEqualLive(t *testing.T) {
 }
 
 func TestRestartResumesFromCheckpoint(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	a, ids := mixedWorkload(t, ts)
 	before := dumpStore(t, ts.Store)

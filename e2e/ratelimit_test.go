@@ -18,6 +18,7 @@ var (
 )
 
 func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withRateLimit(1, 3))
 	a, pid := ts.partner(t)
 	b, _ := ts.partner(t)
@@ -76,6 +77,11 @@ func TestRateLimitPerKey(t *testing.T) {
 // through unchecked: over the run, the successes stay within the bucket's
 // refill plus its burst, and every other answer is a 429 with Retry-After.
 func TestRateLimitHoldsUnderContention(t *testing.T) {
+	// Serial: it counts how many requests 64 clients get through in five
+	// seconds, a throughput that tests running beside it would lower.
+	if testing.Short() {
+		t.Skip("runs a five-second load")
+	}
 	const perSecond, burst, clients = 20, 10, 64
 	ts := startStack(t, withRateLimit(perSecond, burst))
 	c, _ := ts.partner(t)

@@ -15,6 +15,7 @@ import (
 // again: every event of its range reaches the endpoint once, in ledger
 // order.
 func TestAcceptedRecoverySurvivesAStop(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}

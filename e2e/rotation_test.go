@@ -125,6 +125,7 @@ func expiry(t *testing.T, v endpointView) time.Time {
 // the subscription is not attempted again, and the edit is an internal
 // event without any secret.
 func TestWebhookEndpointEditMovesPendingDeliveries(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withRetrySchedule(repeatWait(9, 300*time.Millisecond)...))
 	c, pid := ts.partner(t)
 	other, _ := ts.partner(t)
@@ -198,6 +199,7 @@ func mustTime(t *testing.T, s string) time.Time {
 // other endpoints and the feed hear of the rotation; the rotated endpoint
 // does not.
 func TestWebhookSecretRotationSignsWithBothUntilExpiry(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	rc, watcher := okReceiver(t), okReceiver(t)
@@ -314,6 +316,7 @@ func mustInt(t *testing.T, s string) int64 {
 // verifies with either secret; a rotation that expires the previous secret
 // at once leaves only the newest verifying.
 func TestWebhookRotationWhileRetrying(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withRetrySchedule(repeatWait(9, 400*time.Millisecond)...))
 	c, pid := ts.partner(t)
 	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
@@ -368,6 +371,7 @@ func TestWebhookRotationWhileRetrying(t *testing.T) {
 // overlaps like an HMAC endpoint's, and an HMAC endpoint switched to
 // ed25519 signs v1a from then on.
 func TestWebhookEd25519Signatures(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	rc, plain := okReceiver(t), okReceiver(t)

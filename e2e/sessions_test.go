@@ -38,6 +38,7 @@ func sessionBody(church, phone, mode, value, redirect string) string {
 }
 
 func TestCreateDonorSession(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example")
 	other, _ := ts.partner(t, "https://partner.example")
@@ -93,6 +94,7 @@ func TestCreateDonorSession(t *testing.T) {
 }
 
 func TestDonorSessionValidation(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t, "https://partner.example", "https://app.partner.example:8443")
 	other, _ := ts.partner(t)

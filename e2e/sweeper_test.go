@@ -13,6 +13,7 @@ import (
 // enrollment.created under the id the completion named, however many
 // instances sweep.
 func TestSweeperCreatesMissingEnrollment(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, pid := ts.partner(t)

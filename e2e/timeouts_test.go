@@ -15,6 +15,7 @@ import (
 // the read timeout has passed, instead of holding its connection (and what
 // the request holds) for ever.
 func TestHalfABodyIsCutOff(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}

@@ -31,6 +31,7 @@ import (
 // attempt (each a trace of its own) link to that append. Nothing of the
 // trace reaches the partner, and no span holds the phone or the flow token.
 func TestTraceFromDonorSessionToDelivery(t *testing.T) {
+	t.Parallel()
 	otlp := newOTLPReceiver(t)
 	var leaked atomic.Bool
 	hooks := newReceiver(t, func(_ int, r *http.Request, _ http.ResponseWriter) int {

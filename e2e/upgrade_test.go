@@ -22,6 +22,7 @@ import (
 // upgrade the projection file is rebuilt, and the partner's stored cursor
 // reads the same pages byte for byte, then goes on to new events.
 func TestUpgradeFromLayout1ServesOldCursors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	untar(t, "testdata/layout1/data.tar.gz", dir)
 	var fixture struct {

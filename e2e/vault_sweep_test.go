@@ -17,6 +17,7 @@ import (
 // stored session (a crash after the key was made) once it closed. The key
 // a session was sealed with, and so its phone, stays.
 func TestVaultSweepErasesUnreferencedPhones(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, func(c *stack.Config) { c.VaultGrace = time.Second })
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace Chapel")

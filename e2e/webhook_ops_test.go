@@ -39,6 +39,7 @@ func feedOfType(t *testing.T, c *apitest.Client, typ string) []map[string]any {
 }
 
 func TestWebhookEndpointDisableAndEnable(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	rc := okReceiver(t)
@@ -85,6 +86,7 @@ func TestWebhookEndpointDisableAndEnable(t *testing.T) {
 }
 
 func TestWebhookEndpointFailingForTheSpanIsDisabled(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withWebhooks(func(c *dispatcher.Config) {
 		c.Schedule, c.Jitter, c.DisableAfter = repeatWait(40, 200*time.Millisecond), -1, 1500*time.Millisecond
 	}))
@@ -161,6 +163,7 @@ func TestWebhookEndpointFailingForTheSpanIsDisabled(t *testing.T) {
 }
 
 func TestWebhookResendOneEvent(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	rc := okReceiver(t)
@@ -221,6 +224,7 @@ func TestWebhookResendOneEvent(t *testing.T) {
 }
 
 func TestWebhookDeliveriesFilterAndPages(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t, withRetrySchedule(repeatWait(9, time.Hour)...))
 	c, pid := ts.partner(t)
 	// Odd requests fail, even ones succeed.
@@ -325,6 +329,7 @@ func startRecovery(t *testing.T, c *apitest.Client, endpointID string, body map[
 // one it sent: the event interrupted by the stop is sent again, none is
 // lost and none accepted twice.
 func TestWebhookRecoverInLedgerOrderAcrossRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startStack(t, withDir(dir))
 	c, pid := ts.partner(t)
@@ -401,6 +406,7 @@ func TestWebhookRecoverInLedgerOrderAcrossRestart(t *testing.T) {
 }
 
 func TestWebhookRecoverRangesAndRefusals(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	var ids []string
@@ -486,6 +492,7 @@ func TestWebhookRecoverRangesAndRefusals(t *testing.T) {
 // durable queue: stopped there, it is made after the restart, under the
 // attempt id the 202 named.
 func TestWebhookResendSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := []stackOption{withDir(dir), withWebhooks(func(c *dispatcher.Config) { c.Concurrency, c.Timeout = 1, time.Minute })}
 	ts := startStack(t, opts...)

@@ -11,6 +11,7 @@ import (
 // Creates racing for a partner's last endpoints never take it past the
 // limit: exactly MaxWebhookEndpoints succeed, the others are 409s.
 func TestConcurrentEndpointCreatesKeepTheLimit(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	rc := newReceiver(t, nil)

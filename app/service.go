@@ -49,6 +49,9 @@ type Deps struct {
 	// VendorEvents remembers the vendor events the edge has fully handled.
 	VendorEvents *seen.Set
 	Attempts     *delivery.AttemptLog
+	// Counts counts the delivery attempts of each partner by hour and
+	// outcome.
+	Counts *delivery.Counts
 	// Webhooks builds what checks receiver addresses and sends test
 	// deliveries (the dispatcher), given the service, whose FailEndpoint
 	// it calls back to disable a failing endpoint: the two need each
@@ -88,6 +91,7 @@ type instance struct {
 	vault     Vault
 	vendorSet *seen.Set
 	attempts  *delivery.AttemptLog
+	counts    *delivery.Counts
 	webhooks  Webhooks
 	phones    sms.Verifier
 	simulator *simulators.Simulator
@@ -111,7 +115,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
-		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, phones: d.Phones,
+		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones,
 		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),

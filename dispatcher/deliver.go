@@ -331,6 +331,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j job, rec eventlog.Record) (v
 		return interrupted, 0, res.outcome
 	}
 	d.cfg.Metrics.WebhookDelivery(sctx, string(res.outcome), res.duration)
+	d.counts.Add(j.Partner, at, string(res.outcome))
 	attempt := newAttempt(ep.ID, j.EventID, j.EventType, j.Attempt, at, res)
 	if j.AttemptID != "" {
 		attempt.ID = j.AttemptID
@@ -570,6 +571,7 @@ func (d *Dispatcher) TestDelivery(ctx context.Context, ep projections.WebhookEnd
 	}
 	at := time.Now()
 	res := d.sender.send(ctx, ep.URL, sign, ev.ID, 1, body)
+	d.counts.Add(ep.PartnerID, at, string(res.outcome))
 	attempt := newAttempt(ep.ID, ev.ID, ev.Type, 1, at, res)
 	attempt.FailingSince = d.failingSince(ctx, ep.PartnerID, ep.ID, res.outcome, at)
 	d.record(ctx, ep.PartnerID, attempt)

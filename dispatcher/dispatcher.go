@@ -84,6 +84,9 @@ type Deps struct {
 	Store    *projections.Store
 	Secrets  *secrets.Secrets
 	Attempts *delivery.AttemptLog
+	// Counts counts each partner's attempts by hour and outcome; nil
+	// counts nothing.
+	Counts *delivery.Counts
 	// Recoveries keeps the recoveries this and every other instance run.
 	Recoveries *delivery.Recoveries
 	// Instance names this instance stably across restarts: the recoveries
@@ -111,6 +114,7 @@ type Dispatcher struct {
 	store    *projections.Store
 	seal     *secrets.Sealer
 	attempts *delivery.AttemptLog
+	counts   *delivery.Counts
 	guard    *guard
 	// endpoints is the in-memory table of endpoints (endpoints.go).
 	endpoints *endpoints
@@ -157,7 +161,7 @@ func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 	cfg.defaults()
 	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
 	disp := &Dispatcher{
-		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts,
+		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts, counts: d.Counts,
 		seal: d.Secrets.Sealer(secrets.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),
 		sender:   newSender(g, cfg.Timeout, cfg.Concurrency),
 		inFlight: make(chan struct{}, cfg.MaxInFlight), workers: map[string]*worker{}, pushers: map[string]*pusher{},

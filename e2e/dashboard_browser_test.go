@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -294,6 +295,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	tb.open(ts.URL+"/dashboard/", "Overview")
 	if got := tb.text(`String(document.querySelectorAll("svg rect").length > 0)`); got != "true" {
 		t.Errorf("the chart has no bars")
+	}
+	// Every attempt of the day is counted, not only those the attempt log
+	// keeps: at least each delivery the receiver got.
+	delivered := rc.count()
+	var charted, chartFailed int
+	if _, err := fmt.Sscanf(tb.text(`document.getElementById("chart-desc").textContent`), "%d succeeded and %d failed", &charted, &chartFailed); err != nil {
+		t.Fatalf("the chart's description: %v", err)
+	}
+	if charted+chartFailed < delivered || chartFailed == 0 {
+		t.Errorf("the chart counts %d succeeded and %d failed attempts; the receiver got %d deliveries, some failed", charted, chartFailed, delivered)
+	}
+	// The newest events, newest first: the cancel is among them.
+	if body := tb.body(); !strings.Contains(body, canceledID) {
+		t.Errorf("the overview's recent events lack %s", canceledID)
 	}
 	tb.inspect(src, version, "overview")
 	if got := tb.text(`String(document.querySelectorAll('a[href="/docs"]').length)`); got == "0" {

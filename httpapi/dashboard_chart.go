@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 )
 
@@ -36,25 +37,26 @@ type chartBar struct {
 	FailY, FailH      int
 }
 
-// drawDeliveries buckets attempts (their outcomes at their times) into the
-// 24 hours up to now.
-func drawDeliveries(now time.Time, outcomes []domain.DeliveryOutcome, times []time.Time) deliveryChart {
+// drawDeliveries buckets the partner's delivery counts of the last 24
+// hours (app.DeliveriesByHour) into the chart's hourly bars, succeeded below
+// the rest.
+func drawDeliveries(now time.Time, counts []app.DeliveryCount) deliveryChart {
 	c := deliveryChart{Width: chartWidth, Height: chartHeight, Bars: make([]chartBar, chartHours)}
-	start := now.Truncate(time.Hour).Add(-(chartHours - 1) * time.Hour)
+	start := now.UTC().Truncate(time.Hour).Add(-(chartHours - 1) * time.Hour)
 	for i := range c.Bars {
-		c.Bars[i].Label = start.Add(time.Duration(i) * time.Hour).UTC().Format("15:00")
+		c.Bars[i].Label = start.Add(time.Duration(i) * time.Hour).Format("15:00")
 	}
-	for i, o := range outcomes {
-		h := int(times[i].Sub(start) / time.Hour)
-		if times[i].Before(start) || h >= chartHours {
+	for _, n := range counts {
+		h := int(n.Hour.Sub(start) / time.Hour)
+		if n.Hour.Before(start) || h >= chartHours {
 			continue
 		}
-		if o == domain.DeliverySucceeded {
-			c.Bars[h].Succeeded++
-			c.Succeeded++
+		if n.Outcome == string(domain.DeliverySucceeded) {
+			c.Bars[h].Succeeded += int(n.N)
+			c.Succeeded += int(n.N)
 		} else {
-			c.Bars[h].Failed++
-			c.Failed++
+			c.Bars[h].Failed += int(n.N)
+			c.Failed += int(n.N)
 		}
 	}
 	for _, b := range c.Bars {
@@ -81,5 +83,5 @@ func scale(n, top int) int {
 
 // String summarises the chart in words, its accessible description.
 func (c deliveryChart) String() string {
-	return strconv.Itoa(c.Succeeded) + " succeeded and " + strconv.Itoa(c.Failed) + " failed delivery attempts in the last 24 hours, of the newest 50 each endpoint keeps"
+	return strconv.Itoa(c.Succeeded) + " succeeded and " + strconv.Itoa(c.Failed) + " failed delivery attempts in the last 24 hours"
 }

@@ -147,49 +147,28 @@ func (s *Server) dashEnrollments(w http.ResponseWriter, r *http.Request, d *dash
 
 type enrollmentData struct {
 	Enrollment enrollmentView
-	Events     []envelopeOf
-	// Partial says the events were looked for in the first pages of the
-	// feed only.
-	Partial bool
-	Move    string
+	// Events are the enrollment's events, oldest first.
+	Events []envelopeOf
+	Move   string
 }
-
-// enrollmentFeedPages bounds how much of the feed the enrollment page reads
-// for the enrollment's events (a page is 1000 events of the enrollment
-// types).
-const enrollmentFeedPages = 5
 
 func (s *Server) dashEnrollment(w http.ResponseWriter, r *http.Request, d *dashRequest) {
 	var data enrollmentData
 	if !s.dashGet(w, r, d, "/v1/enrollments/"+url.PathEscape(mux.Vars(r)["id"]), &data.Enrollment) {
 		return
 	}
-	var types []string
-	for _, t := range domain.PublicEventTypes() {
-		if strings.HasPrefix(t, "enrollment.") {
-			types = append(types, t)
-		}
+	events, err := s.app.EnrollmentEvents(r.Context(), d.principal.PartnerID, data.Enrollment.EnrollmentID)
+	if err != nil {
+		s.dashFail(w, r, d, err)
+		return
 	}
-	q := url.Values{"limit": {"1000"}, "type": {strings.Join(types, ",")}}
-	for range enrollmentFeedPages {
-		var page feedPageView
-		if !s.dashGet(w, r, d, "/v1/events?"+q.Encode(), &page) {
+	for _, raw := range events {
+		var e envelopeOf
+		if err := json.Unmarshal(raw, &e); err != nil {
+			s.dashFail(w, r, d, err)
 			return
 		}
-		for _, raw := range page.Data {
-			var e envelopeOf
-			var p struct {
-				EnrollmentID string `json:"enrollment_id"`
-			}
-			if json.Unmarshal(raw, &e) == nil && json.Unmarshal(e.Payload, &p) == nil && p.EnrollmentID == data.Enrollment.EnrollmentID {
-				data.Events = append(data.Events, e)
-			}
-		}
-		data.Partial = page.HasMore
-		if !page.HasMore {
-			break
-		}
-		q.Set("since_cursor", page.NextCursor)
+		data.Events = append(data.Events, e)
 	}
 	s.renderDash(w, r, d, dashView{Page: "enrollment", Title: "Enrollment", Nav: "enrollments", Data: data})
 }

@@ -38,7 +38,8 @@ type endpointHealth struct {
 type overviewData struct {
 	Endpoints []endpointHealth
 	Chart     deliveryChart
-	Recent    []recentAttempt
+	// Events are the partner's newest events, newest first.
+	Events []envelopeOf
 }
 
 type recentAttempt struct {
@@ -53,8 +54,6 @@ func (s *Server) dashOverview(w http.ResponseWriter, r *http.Request, d *dashReq
 	}
 	now := s.now()
 	var data overviewData
-	var all []domain.DeliveryOutcome
-	var times []time.Time
 	for _, ep := range eps.Data {
 		var atts listPage[attemptView]
 		if !s.dashGet(w, r, d, "/v1/webhook_endpoints/"+url.PathEscape(ep.ID)+"/deliveries?limit="+dashMaxAttempts, &atts) {
@@ -66,28 +65,39 @@ func (s *Server) dashOverview(w http.ResponseWriter, r *http.Request, d *dashReq
 			h.Failing = h.Failing || atts.Data[0].Outcome != string(domain.DeliverySucceeded)
 		}
 		for _, a := range atts.Data {
-			at, err := time.Parse(time.RFC3339Nano, a.AttemptedAt)
-			if err != nil || now.Sub(at) > 24*time.Hour {
-				continue
-			}
-			all, times = append(all, domain.DeliveryOutcome(a.Outcome)), append(times, at)
 			if a.Outcome == string(domain.DeliverySucceeded) {
 				h.Succeeded++
 			} else {
 				h.Failed++
 			}
-			data.Recent = append(data.Recent, recentAttempt{attemptView: a, EndpointID: ep.ID})
 		}
 		data.Endpoints = append(data.Endpoints, h)
 	}
 	sort.SliceStable(data.Endpoints, func(i, j int) bool { return data.Endpoints[i].Failing && !data.Endpoints[j].Failing })
-	sort.SliceStable(data.Recent, func(i, j int) bool { return data.Recent[i].AttemptedAt > data.Recent[j].AttemptedAt })
-	if len(data.Recent) > 10 {
-		data.Recent = data.Recent[:10]
+	counts, err := s.app.DeliveriesByHour(r.Context(), d.principal.PartnerID, now)
+	if err != nil {
+		s.dashFail(w, r, d, err)
+		return
 	}
-	data.Chart = drawDeliveries(now, all, times)
+	data.Chart = drawDeliveries(now, counts)
+	latest, err := s.app.LatestEvents(d.principal.PartnerID, overviewEvents)
+	if err != nil {
+		s.dashFail(w, r, d, err)
+		return
+	}
+	for _, raw := range latest {
+		var e envelopeOf
+		if err := json.Unmarshal(raw, &e); err != nil {
+			s.dashFail(w, r, d, err)
+			return
+		}
+		data.Events = append(data.Events, e)
+	}
 	s.renderDash(w, r, d, dashView{Page: "overview", Title: "Overview", Nav: "overview", Data: data})
 }
+
+// overviewEvents is how many of the newest events the overview lists.
+const overviewEvents = 10
 
 type endpointsData struct {
 	Endpoints []endpointView

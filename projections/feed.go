@@ -94,6 +94,28 @@ func (s *Store) Feed(partner string, types []string, after uint64, limit int) ([
 	return out, more, err
 }
 
+// LatestFeed returns the partner's newest public events, up to limit,
+// newest first: the feed's table walked from its end, so the cost follows
+// what it returns.
+func (s *Store) LatestFeed(partner string, limit int) ([]FeedEntry, error) {
+	out := []FeedEntry{}
+	err := s.view(func(tx *bolt.Tx) error {
+		feed := partnerIndexOf(tx, bucketFeed, partner)
+		if feed == nil {
+			return nil
+		}
+		c := feed.Cursor()
+		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
+			if len(k) != 8 {
+				continue
+			}
+			out = append(out, FeedEntry{Seq: binary.BigEndian.Uint64(k), Data: bytes.Clone(v)})
+		}
+		return nil
+	})
+	return out, err
+}
+
 // walkSeqs returns up to n sequences of an index whose keys are prefix and
 // a big-endian sequence, from the first above after.
 func walkSeqs(c *bolt.Cursor, prefix []byte, after uint64, n int) []uint64 {

@@ -172,6 +172,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	counts, err := delivery.OpenCounts(ctx, s.Ledger)
+	if err != nil {
+		return err
+	}
 	recoveries, err := delivery.OpenRecoveries(ctx, s.Ledger)
 	if err != nil {
 		return err
@@ -202,14 +206,14 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
-		VendorEvents: vendorEvents, Attempts: attempts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
+		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
 		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
 		Webhooks: func(a *app.Service) (app.Webhooks, error) {
 			var err error
 			s.Dispatcher, err = dispatcher.New(ctx, hooks, dispatcher.Deps{
-				Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Recoveries: recoveries,
+				Ledger: s.Ledger, Store: s.Store, Secrets: s.Secrets, Attempts: attempts, Counts: counts, Recoveries: recoveries,
 				Instance: instance, Disabler: a,
 			})
 			return s.Dispatcher, err

@@ -136,6 +136,16 @@ func newReceiverOn(t *testing.T, ln net.Listener, respond func(n int, r *http.Re
 	return rc
 }
 
+// failingReceiver answers 500 to its first n deliveries, then 200.
+func failingReceiver(t *testing.T, n int) *receiver {
+	return newReceiver(t, func(got int, _ *http.Request, _ http.ResponseWriter) int {
+		if got <= n {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+}
+
 // okReceiver answers 200 to everything.
 func okReceiver(t *testing.T) *receiver {
 	return newReceiver(t, func(int, *http.Request, http.ResponseWriter) int { return http.StatusOK })

@@ -319,12 +319,7 @@ func TestWebhookRotationWhileRetrying(t *testing.T) {
 	t.Parallel()
 	ts := startStack(t, withRetrySchedule(repeatWait(9, 400*time.Millisecond)...))
 	c, pid := ts.partner(t)
-	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
-		if n <= 4 {
-			return http.StatusInternalServerError
-		}
-		return http.StatusOK
-	})
+	rc := failingReceiver(t, 4)
 	ep := createEndpoint(t, c, rc.URL)
 	_, id, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 10*time.Second, "the first attempt fails", func() bool { return rc.count() >= 1 })

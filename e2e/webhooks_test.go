@@ -263,12 +263,7 @@ func TestWebhookReceiverFailingThreeTimesGetsTheEvent(t *testing.T) {
 	t.Parallel()
 	ts := startStack(t, withRetrySchedule(repeatWait(9, 100*time.Millisecond)...))
 	c, pid := ts.partner(t)
-	rc := newReceiver(t, func(n int, _ *http.Request, _ http.ResponseWriter) int {
-		if n <= 3 {
-			return http.StatusInternalServerError
-		}
-		return http.StatusOK
-	})
+	rc := failingReceiver(t, 3)
 	ep := createEndpoint(t, c, rc.URL)
 	_, id, _ := appendEnrollment(t, ts.Ledger, pid)
 	waitFor(t, 15*time.Second, "four attempts logged", func() bool { return len(attempts(t, c, ep.ID)) == 4 })

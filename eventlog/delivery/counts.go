@@ -65,7 +65,7 @@ func OpenCounts(ctx context.Context, l *eventlog.Ledger) (*Counts, error) {
 	return c, nil
 }
 
-// hourOf is the hour at begins in, as a subject token.
+// hourOf is the hour that at falls in, as a subject token.
 func hourOf(at time.Time) string { return strconv.FormatInt(at.Unix()/3600, 10) }
 
 // Add counts one attempt of the partner's that ended with outcome at at. It

@@ -48,3 +48,20 @@ type Idempotency interface {
 	Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error
 	Release(ctx context.Context, c *Claim, fingerprint string) error
 }
+
+// DepositAccount is the bank account a church's gifts are deposited into:
+// what a payroll provider needs to send a donor's allocation there. It is
+// bank data: never shown to partners, never logged.
+type DepositAccount struct {
+	RoutingNumber string
+	AccountNumber string
+	BankName      string
+}
+
+// Bank is the bank that holds the churches' deposit accounts.
+type Bank interface {
+	// DepositAccount is the account a church's gifts go to, opened at the
+	// bank on first use: any instance may ask, any number of times, and
+	// the church gets one account.
+	DepositAccount(ctx context.Context, churchID string) (DepositAccount, error)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,45 +44,50 @@ type vendorAck struct {
 
 var vendorIDForm = regexp.MustCompile(`^[!-~]{1,255}$`)
 
-// vendorRoute describes one vendor kind: its secret, its event types, and
-// how each type's data decodes into the use case's input.
+// vendorRoute is one vendor's webhook route, /edge/<kind>. parse verifies
+// the request the vendor's way and reduces it to the use case's input. Its
+// errors say how to answer: a *vendorRefusal with the status the vendor
+// expects (a bad signature, a body that is not the vendor's), errVendorIgnored
+// for an authentic event the service does not need (2xx, so the vendor does
+// not send it again), a domain error as the problem it is, anything else a
+// failure of ours (5xx, so the vendor sends it again).
 type vendorRoute struct {
-	kind   string
-	secret func(*Server) []byte
-	types  []vendorType
+	kind  string // payroll | bank | kyc: the path and the metrics label
+	parse func(s *Server, r *http.Request, body []byte) (app.VendorEvent, error)
 }
 
-type vendorType struct {
-	typ    string
-	decode func(data json.RawMessage, ev *app.VendorEvent) error
+// vendorRefusal is a webhook refused before it reached a use case.
+type vendorRefusal struct {
+	problem domain.Problem
+	err     error
 }
+
+func (e *vendorRefusal) Error() string { return e.err.Error() }
+func (e *vendorRefusal) Unwrap() error { return e.err }
+
+// refuseSignature refuses a webhook whose signature does not verify, with
+// the status the vendor expects (Stripe's examples answer 400, Truv's and
+// Increase's 401).
+func refuseSignature(status int, err error) error {
+	p := domain.ProblemInvalidSignature
+	p.Status = status
+	return &vendorRefusal{problem: p, err: err}
+}
+
+// errVendorIgnored marks an authentic webhook the service has no use for.
+var errVendorIgnored = errors.New("vendor event not used by the service")
 
 var vendorRoutes = []vendorRoute{
-	{kind: "payroll", secret: func(s *Server) []byte { return s.cfg.Vendors.Payroll }, types: []vendorType{
-		{typ: "deposit_switch.confirmed", decode: decodePayroll},
-		{typ: "deposit_switch.ended", decode: decodePayrollEnd},
-	}},
-	{kind: "bank", secret: func(s *Server) []byte { return s.cfg.Vendors.Bank }, types: []vendorType{{typ: "ach.credit.received", decode: decodeBank}}},
-	{kind: "kyc", secret: func(s *Server) []byte { return s.cfg.Vendors.KYC }, types: []vendorType{{typ: "identity.verification.completed", decode: decodeKYC}}},
-}
-
-// typeOf finds how the route decodes an event type.
-func (v vendorRoute) typeOf(typ string) (vendorType, bool) {
-	for _, t := range v.types {
-		if t.typ == typ {
-			return t, true
-		}
-	}
-	return vendorType{}, false
-}
-
-// typeNames lists the route's event types, quoted, for an error.
-func (v vendorRoute) typeNames() string {
-	names := make([]string, len(v.types))
-	for i, t := range v.types {
-		names[i] = strconv.Quote(t.typ)
-	}
-	return strings.Join(names, " or ")
+	{kind: "payroll", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Payroll }, map[string]func(json.RawMessage, *app.VendorEvent) error{
+		"deposit_switch.confirmed": decodePayroll,
+		"deposit_switch.ended":     decodePayrollEnd,
+	})},
+	{kind: "bank", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Bank }, map[string]func(json.RawMessage, *app.VendorEvent) error{
+		"ach.credit.received": decodeBank,
+	})},
+	{kind: "kyc", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.KYC }, map[string]func(json.RawMessage, *app.VendorEvent) error{
+		"identity.verification.completed": decodeKYC,
+	})},
 }
 
 // edge serves one vendor kind's webhooks, counts each by result, and logs
@@ -106,43 +112,33 @@ func (s *Server) receiveVendor(w http.ResponseWriter, r *http.Request, v vendorR
 		writeError(w, r, err)
 		return telemetry.VendorInvalid, err
 	}
-	if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), v.secret(s), body, time.Now()); err != nil {
-		writeProblem(w, r, domain.ProblemInvalidSignature, "", nil)
-		return telemetry.VendorInvalidSignature, err
-	}
-	var env vendorEnvelope
-	if err := decodeStrict(body, &env); err != nil {
+	ev, err := v.parse(s, r, body)
+	var refusal *vendorRefusal
+	switch {
+	case errors.Is(err, errVendorIgnored):
+		writeJSON(w, http.StatusOK, vendorAck{Status: "ignored"})
+		return telemetry.VendorIgnored, nil
+	case errors.As(err, &refusal):
+		writeProblem(w, r, refusal.problem, "", nil)
+		if refusal.problem.Code == domain.ProblemInvalidSignature.Code {
+			return telemetry.VendorInvalidSignature, err
+		}
+		return telemetry.VendorInvalid, err
+	case err != nil:
 		writeError(w, r, err)
+		if isUnavailable(err) {
+			return telemetry.VendorFailed, err
+		}
 		return telemetry.VendorInvalid, err
 	}
-	var val domain.Validation
-	if !vendorIDForm.MatchString(env.ID) {
-		val.Add("id", "must be 1 to 255 visible ASCII characters")
-	}
-	vt, known := v.typeOf(env.Type)
-	if !known {
-		val.Add("type", "must be %s on this route", v.typeNames())
-	}
-	if len(env.Data) == 0 || env.Data[0] != '{' {
-		val.Add("data", "must be an object")
-	}
-	if err := val.Err(); err != nil {
-		writeError(w, r, err)
-		return telemetry.VendorInvalid, err
-	}
-	ev := app.VendorEvent{Kind: v.kind, ID: env.ID}
-	if err := vt.decode(env.Data, &ev); err != nil {
-		writeError(w, r, err)
-		return telemetry.VendorInvalid, err
-	}
+	ev.Kind = v.kind
 	changed, err := s.app.ReceiveVendorEvent(r.Context(), ev)
 	if err != nil {
 		writeError(w, r, err)
-		var de *domain.Error
-		if errors.As(err, &de) && de.Kind != domain.KindUnavailable && !errors.Is(err, domain.ErrUnavailable) {
-			return telemetry.VendorRefused, err
+		if isUnavailable(err) {
+			return telemetry.VendorFailed, err
 		}
-		return telemetry.VendorFailed, err
+		return telemetry.VendorRefused, err
 	}
 	if !changed {
 		writeJSON(w, http.StatusOK, vendorAck{Status: "duplicate"})
@@ -150,6 +146,48 @@ func (s *Server) receiveVendor(w http.ResponseWriter, r *http.Request, v vendorR
 	}
 	writeJSON(w, http.StatusOK, vendorAck{Status: "accepted"})
 	return telemetry.VendorAccepted, nil
+}
+
+// isUnavailable reports whether err is a failure to retry (ours or a
+// vendor's API), not a refusal of the request.
+func isUnavailable(err error) bool {
+	var de *domain.Error
+	return !errors.As(err, &de) || de.Kind == domain.KindUnavailable || errors.Is(err, domain.ErrUnavailable)
+}
+
+// parseEnvelope parses the service's own generic envelope (Vendor-Signature
+// over {id,type,created_at,data}).
+func parseEnvelope(secret func(*Server) []byte, types map[string]func(json.RawMessage, *app.VendorEvent) error) func(*Server, *http.Request, []byte) (app.VendorEvent, error) {
+	return func(s *Server, r *http.Request, body []byte) (app.VendorEvent, error) {
+		if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), secret(s), body, time.Now()); err != nil {
+			return app.VendorEvent{}, refuseSignature(http.StatusUnauthorized, err)
+		}
+		var env vendorEnvelope
+		if err := decodeStrict(body, &env); err != nil {
+			return app.VendorEvent{}, err
+		}
+		var val domain.Validation
+		if !vendorIDForm.MatchString(env.ID) {
+			val.Add("id", "must be 1 to 255 visible ASCII characters")
+		}
+		decode, known := types[env.Type]
+		if !known {
+			names := make([]string, 0, len(types))
+			for t := range types {
+				names = append(names, strconv.Quote(t))
+			}
+			slices.Sort(names)
+			val.Add("type", "must be %s on this route", strings.Join(names, " or "))
+		}
+		if len(env.Data) == 0 || env.Data[0] != '{' {
+			val.Add("data", "must be an object")
+		}
+		if err := val.Err(); err != nil {
+			return app.VendorEvent{}, err
+		}
+		ev := app.VendorEvent{ID: env.ID}
+		return ev, decode(env.Data, &ev)
+	}
 }
 
 type payrollData struct {

@@ -64,9 +64,9 @@ type Answer struct {
 	Problem json.RawMessage
 }
 
-// send signs and posts one webhook and returns the edge's answer. An error
-// means the edge could not be reached.
-// id is the vendor's event id; empty makes a new one.
+// send signs and posts one webhook in the service's generic envelope and
+// returns the edge's answer. id is the vendor's event id; empty makes a new
+// one.
 func (s *Simulator) send(ctx context.Context, kind, typ, id string, secret []byte, data any) (Answer, error) {
 	now := time.Now()
 	if id == "" {
@@ -76,13 +76,24 @@ func (s *Simulator) send(ctx context.Context, kind, typ, id string, secret []byt
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
+	h := http.Header{}
+	h.Set(domain.VendorSignatureHeader, domain.Sign(secret, now, body))
+	return s.post(ctx, kind, body, h)
+}
+
+// post sends one vendor webhook, body with its vendor's signature headers,
+// to the edge's route for kind (payroll, bank, kyc) and returns the edge's
+// answer. An error means the edge could not be reached.
+func (s *Simulator) post(ctx context.Context, kind string, body []byte, header http.Header) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/edge/"+kind, bytes.NewReader(body))
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
-	req.Header.Set(domain.VendorSignatureHeader, domain.Sign(secret, now, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: reach edge: %w", kind, err)

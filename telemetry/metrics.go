@@ -52,6 +52,7 @@ const (
 	VendorInvalid          = "invalid"
 	VendorRefused          = "refused"
 	VendorFailed           = "failed"
+	VendorIgnored          = "ignored"
 )
 
 // Stages of a webhook's way from the ledger to its first attempt, the
@@ -86,7 +87,7 @@ const (
 var (
 	deliveryOutcomes = []string{"succeeded", "failed", "timeout", "network_error"}
 	vendorKinds      = []string{"payroll", "bank", "kyc"}
-	vendorResults    = []string{VendorAccepted, VendorDuplicate, VendorInvalidSignature, VendorInvalid, VendorRefused, VendorFailed}
+	vendorResults    = []string{VendorAccepted, VendorDuplicate, VendorIgnored, VendorInvalidSignature, VendorInvalid, VendorRefused, VendorFailed}
 	appendResults    = []string{AppendOK, AppendDuplicate, AppendConflict, AppendRejected, AppendUnavailable}
 	lagStages        = []string{LagRead, LagApplied, LagAttempted}
 	consumers        = []string{ConsumerFollower, ConsumerSharedReader, ConsumerDeliveryQueue}

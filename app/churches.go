@@ -10,12 +10,16 @@ import (
 
 // ImportChurches creates a batch of churches for the partner. A bad row is
 // rejected on its own and never fails the batch; the results hold one
-// outcome per row, in order. Imports of one partner are one aggregate (its
-// catalogue), so external ids are unique however many run at once.
+// outcome per row, in order. The one rule an import keeps across rows and
+// batches is that external ids are unique within the partner, so an import
+// that names one runs on the partner's catalogue (one aggregate: such
+// imports and church changes take turns, however many run at once, on any
+// instance), while an import without any stands on its own: it takes no
+// turn and reads nothing before appending.
 func (s *Service) ImportChurches(ctx context.Context, partner string, rows []domain.ImportRow) ([]domain.RowResult, error) {
 	s = s.as("app.ImportChurches")
 	var results []domain.RowResult
-	out, err := s.run(ctx, eventlog.Command{
+	cmd := eventlog.Command{
 		Partner: partner, Aggregate: domain.ChurchCatalogue, LastOnly: true,
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 			// The catalogue is long: the rule reads the projections, once
@@ -31,7 +35,16 @@ func (s *Service) ImportChurches(ctx context.Context, partner string, rows []dom
 			}
 			return ev, err
 		},
-	})
+	}
+	if !namesExternalID(rows) {
+		cmd.LastOnly, cmd.Unordered = false, true
+		cmd.Decide = func(context.Context, eventlog.History) (*domain.Event, error) {
+			ev, res, err := domain.ImportChurches(partner, rows, nil, time.Now())
+			results = res
+			return ev, err
+		}
+	}
+	out, err := s.run(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +58,17 @@ func (s *Service) ImportChurches(ctx context.Context, partner string, rows []dom
 		results = ev.Payload.(*domain.ChurchesImported).Results(ev.OccurredAt)
 	}
 	return results, nil
+}
+
+// namesExternalID reports whether any row of an import names an external
+// id.
+func namesExternalID(rows []domain.ImportRow) bool {
+	for _, r := range rows {
+		if r.ExternalID != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // UpdateChurch renames a church or changes its external id under the

@@ -28,6 +28,7 @@ type Ledger interface {
 	Subjects() eventlog.Subjects
 	Turn(ctx context.Context, key string) (release func(), err error)
 	Writable() error
+	DedupWindow() time.Duration
 }
 
 // Vault keeps donor phones sealed: the donor id a phone gets, sealing one

@@ -127,11 +127,7 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 // creditedAt is the bank timestamp the partner's deposit with trace was
 // credited with, or "" when it was not credited.
 func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string, error) {
-	last, err := s.ledger.LastOf(ctx, s.ledger.Subjects().Aggregate(partner, domain.DepositBook))
-	if err != nil {
-		return "", err
-	}
-	dep, err := s.deposit(ctx, partner, trace, last)
+	dep, err := s.deposit(ctx, partner, trace)
 	if err != nil || !dep.Credited {
 		return "", err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -142,10 +143,9 @@ const readWait = 5 * time.Second
 
 // run is the one way a use case writes: it executes the command (under the
 // request's Idempotency-Key when the service runs for one (Under), so a
-// retry can never append twice, first looking for what an earlier run of
-// the request appended) and, when it appended, waits until the local
-// projections have applied the event, so the answer and any read that
-// follows on this instance see the write.
+// retry can never append twice) and, when it appended, waits until the
+// local projections have applied the event, so the answer and any read
+// that follows on this instance see the write.
 func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
 	claimed := s.req != nil && cmd.MsgID == ""
 	if claimed {
@@ -164,23 +164,36 @@ func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outco
 	return out, err
 }
 
-// execute runs a command on the ledger. A claimed one first looks for
-// what an earlier run of the request appended: after a crash takeover, and
-// also when the key's record itself was lost (records are operational and
-// persist asynchronously, so a crash can lose the newest), which Begin
-// cannot tell from a first run. The look-up reads the projections once they
-// have caught up with the ledger; it writes nothing.
+// execute runs a command on the ledger. A claimed one must not repeat what
+// an earlier run of its request appended: the append's dedup id finds an
+// event the ledger stored within its dedup window, and the projections'
+// index of dedup ids an older one (recall). A claim taken over from a run
+// that died or failed looks first, with the projections caught up with the
+// ledger, since that run's event may be newer than what this instance has
+// applied. A fresh claim, the usual case, reads the index as it stands:
+// its key had no record, so an earlier run exists only if the record was
+// lost (records are operational and persist asynchronously, so a crash of
+// the single node can lose the newest), and that run's event was then
+// stored before this process started, which applies the whole ledger
+// before it serves. A fresh claim whose command appended nothing (or was
+// refused) may have decided so from the earlier run's own effect, which no
+// dedup id tells: it looks again, caught up, before answering.
 func (s *Service) execute(ctx context.Context, cmd eventlog.Command, claimed bool) (eventlog.Outcome, error) {
-	if claimed {
-		rec, found, err := s.recall(ctx, cmd.MsgID)
-		if err != nil {
-			return eventlog.Outcome{}, fmt.Errorf("command %s/%s: recall: %w", cmd.Partner, cmd.Aggregate, err)
-		}
-		if found {
-			return eventlog.Outcome{Record: &rec, Replayed: true}, nil
-		}
+	if !claimed {
+		return s.ledger.Execute(ctx, cmd)
 	}
-	return s.ledger.Execute(ctx, cmd)
+	takeover := s.req.claim.Takeover
+	if out, found, err := s.recall(ctx, cmd, takeover); err != nil || found {
+		return out, err
+	}
+	out, err := s.ledger.Execute(ctx, cmd)
+	if out.Record != nil || takeover {
+		return out, err
+	}
+	if earlier, found, rerr := s.recall(ctx, cmd, true); rerr == nil && found {
+		return earlier, nil
+	}
+	return out, err
 }
 
 // as returns the service running the use case called name: the spans of
@@ -201,20 +214,57 @@ func (s *Service) waitApplied(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// recall finds the event an earlier run of a command appended, once the
-// projections have caught up with the ledger.
-func (s *Service) recall(ctx context.Context, msgID string) (eventlog.Record, bool, error) {
+// recall finds the event an earlier run of a claimed command appended,
+// by its dedup id, in the projections: caught up with the ledger first
+// when caughtUp, else once they hold what the dedup window no longer
+// does (pastWindow). It writes nothing.
+func (s *Service) recall(ctx context.Context, cmd eventlog.Command, caughtUp bool) (eventlog.Outcome, bool, error) {
+	ctx, span := telemetry.Start(ctx, "app.recall", trace.WithAttributes(attribute.Bool("giving.caught_up", caughtUp)))
+	out, found, err := s.lookUp(ctx, cmd.MsgID, caughtUp)
+	telemetry.End(span, err)
+	if err != nil {
+		return out, false, fmt.Errorf("command %s/%s: recall: %w", cmd.Partner, cmd.Aggregate, err)
+	}
+	return out, found, nil
+}
+
+func (s *Service) lookUp(ctx context.Context, msgID string, caughtUp bool) (eventlog.Outcome, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	if err := s.projector.CatchUp(wctx); err != nil {
-		return eventlog.Record{}, false, err
+	settle := s.pastWindow
+	if caughtUp {
+		settle = s.projector.CatchUp
+	}
+	if err := settle(wctx); err != nil {
+		return eventlog.Outcome{}, false, err
 	}
 	seq, ok, err := s.store.CommandSeq(msgID)
 	if err != nil || !ok {
-		return eventlog.Record{}, false, err
+		return eventlog.Outcome{}, false, err
 	}
 	rec, err := s.ledger.Get(ctx, seq)
-	return rec, err == nil, err
+	if err != nil {
+		return eventlog.Outcome{}, false, err
+	}
+	return eventlog.Outcome{Record: &rec, Replayed: true}, true, nil
+}
+
+// windowMargin is how much of the ledger's dedup window pastWindow leaves
+// aside for clocks: the stream's timestamps come from whichever node leads
+// it, the deadline from this process.
+const windowMargin = time.Minute
+
+// pastWindow makes sure the local projections hold every event the ledger
+// stored longer ago than its dedup window (less windowMargin), which an
+// append's dedup id no longer finds: at once when this process has applied
+// an event stored since (the projector follows the ledger within
+// milliseconds while it is written), else by catching up with the ledger.
+func (s *Service) pastWindow(ctx context.Context) error {
+	horizon := time.Now().Add(windowMargin - s.ledger.DedupWindow())
+	if s.store.AppliedThrough().After(horizon) {
+		return nil
+	}
+	return s.projector.CatchUp(ctx)
 }
 
 // Readiness is how far this instance is behind its ledger.

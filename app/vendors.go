@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -164,32 +165,35 @@ func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID
 
 // bankCredit reconciles an ACH credit: it is credited to the church and its
 // account once per trace and announced to the partner as deposit.received,
-// in one append that carries the credit. A partner's deposits are one
-// aggregate (domain.DepositBook), so credits of one partner run one at a
-// time; each decides from the deposit's state in the projections, once
-// they hold the book's newest event, so a repeated trace never credits
-// twice, however many deliveries of it arrive at once or wherever.
+// in one append that carries the credit. What keeps a trace to one credit
+// is a reservation keyed by the trace, not a turn on the partner's whole
+// deposit book: the append's dedup id is the partner's trace
+// (creditMsgID), so of every delivery of a trace, wherever and however
+// many at once, the ledger stores one credit and answers the others with
+// it (compared with theirs: another church, account or amount is a reused
+// trace); a trace credited longer ago than the dedup window remembers, the
+// projections hold (deposit). Credits of different traces neither wait for
+// nor conflict with one another.
 //
 // A deposit an earlier build credited and never announced (it recorded the
 // two apart, under the vendor event's ids ":0" and ":1", and could stop
 // between them) is announced by a second command under ":1", as that build
-// would have: under ":0" a retry inside the dedup window would meet the
-// earlier credit's id and store nothing.
+// would have.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
 	c, err := s.parseCredit(d)
 	if err != nil {
 		return false, err
 	}
-	reconcile := func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
-		dep, err := s.deposit(ctx, c.PartnerID, c.Trace, h.Last)
+	reconcile := func(ctx context.Context, _ eventlog.History) (*domain.Event, error) {
+		dep, err := s.deposit(ctx, c.PartnerID, c.Trace)
 		if err != nil {
 			return nil, err
 		}
 		return domain.ReconcileCredit(dep, c, s.Now())
 	}
 	unannounced := false
-	credited, err := s.runVendor(ctx, eventlog.Command{
-		Partner: c.PartnerID, Aggregate: domain.DepositBook, LastOnly: true, MsgID: msgID + ":0",
+	out, err := s.run(ctx, eventlog.Command{
+		Partner: c.PartnerID, Aggregate: domain.DepositBook, Unordered: true, MsgID: creditMsgID(c),
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 			ev, err := reconcile(ctx, h)
 			if unannounced = ev != nil && ev.Internal == nil; unannounced {
@@ -198,19 +202,45 @@ func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (b
 			return ev, err
 		},
 	})
+	if err == nil && out.Replayed {
+		err = sameCredit(*out.Record, c)
+	}
 	if err != nil || !unannounced {
-		return credited, err
+		return err == nil && out.Record != nil && !out.Replayed, err
 	}
 	return s.runVendor(ctx, eventlog.Command{
-		Partner: c.PartnerID, Aggregate: domain.DepositBook, LastOnly: true, MsgID: msgID + ":1", Decide: reconcile,
+		Partner: c.PartnerID, Aggregate: domain.DepositBook, Unordered: true, MsgID: msgID + ":1", Decide: reconcile,
 	})
 }
 
-// deposit is what is known of the partner's deposit with trace, once the
-// projections hold the partner's deposit book up to last.
-func (s *Service) deposit(ctx context.Context, partner, trace string, last uint64) (domain.Deposit, error) {
-	if err := s.waitApplied(ctx, last); err != nil {
-		return domain.Deposit{}, err
+// creditMsgID is the dedup id of a credit's append: one per trace of a
+// partner.
+func creditMsgID(c domain.Credit) string {
+	return "credit:" + c.PartnerID + ":" + c.Trace
+}
+
+// sameCredit refuses a credit whose trace the ledger holds a credit of
+// with another church, account or amount.
+func sameCredit(stored eventlog.Record, c domain.Credit) error {
+	ev, err := stored.Event()
+	if err != nil {
+		return err
+	}
+	credit, ok := ev.Internal.(*domain.DepositCredited)
+	if !ok || ev.ChurchID != c.ChurchID || credit.AccountRef != c.AccountRef || credit.Amount != c.Amount {
+		return domain.ErrTraceReused
+	}
+	return nil
+}
+
+// deposit is what is known of the partner's deposit with trace, from the
+// projections once they hold every credit older than the ledger's dedup
+// window (pastWindow): a newer one the credit's dedup id finds.
+func (s *Service) deposit(ctx context.Context, partner, trace string) (domain.Deposit, error) {
+	wctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.pastWindow(wctx); err != nil {
+		return domain.Deposit{}, fmt.Errorf("deposit %s: %w", trace, err)
 	}
 	return s.store.Deposit(partner, trace)
 }

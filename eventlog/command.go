@@ -48,6 +48,15 @@ type Command struct {
 	// the ledger. The append still expects the aggregate to be empty, so an
 	// id that did exist conflicts and the next attempt loads it.
 	New bool
+	// Unordered says no rule of the aggregate depends on the order of its
+	// events: each command's event stands on its own (a church imported
+	// without an external id, a bank credit whose trace its dedup id keeps
+	// unique). The command takes no turn, loads nothing, decides from an
+	// empty history and appends without expecting the aggregate's last
+	// sequence, so its commands, on this instance or any other, neither
+	// wait for nor conflict with one another. Its dedup id still stores
+	// it at most once.
+	Unordered bool
 	// Decide returns the event to append, or nil when nothing changes.
 	Decide func(ctx context.Context, h History) (*domain.Event, error)
 }
@@ -70,6 +79,9 @@ const maxAttempts = 25
 // nobody wrote to the aggregate in between. On a conflict it reloads and
 // decides again.
 func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
+	if cmd.Unordered {
+		return l.executeUnordered(ctx, cmd)
+	}
 	tu, release, err := l.turns.take(ctx, l.subjects.Aggregate(cmd.Partner, cmd.Aggregate))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("command %s/%s: %w", cmd.Partner, cmd.Aggregate, err)
@@ -114,7 +126,7 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			}
 			continue
 		}
-		app, err := l.append(ctx, *ev, cmd.MsgID, h.Last, cmd.Request)
+		app, err := l.append(ctx, *ev, cmd.MsgID, appendGuard{expect: h.Last, on: true}, cmd.Request)
 		if err == nil {
 			if !app.Duplicate {
 				tu.note.last = app.Record.Seq
@@ -134,6 +146,19 @@ func (l *Ledger) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
+}
+
+// executeUnordered runs an Unordered command: decide, append.
+func (l *Ledger) executeUnordered(ctx context.Context, cmd Command) (Outcome, error) {
+	ev, err := cmd.Decide(ctx, History{})
+	if err != nil || ev == nil {
+		return Outcome{}, err
+	}
+	app, err := l.append(ctx, *ev, cmd.MsgID, appendGuard{}, cmd.Request)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Record: &app.Record, Replayed: app.Duplicate}, nil
 }
 
 // again waits before the next attempt to load and decide, or, once every

@@ -122,11 +122,14 @@ func (g *groupCommit) take() []*queuedAppend {
 		dedups = map[string]bool{}
 	)
 	for _, q := range g.queue {
-		if len(batch) == maxGroup || guards[q.guard] || dedups[q.dedup] {
+		if len(batch) == maxGroup || (q.guard != "" && guards[q.guard]) || dedups[q.dedup] {
 			rest = append(rest, q)
 			continue
 		}
-		guards[q.guard], dedups[q.dedup] = true, true
+		if q.guard != "" { // an unguarded append (Command.Unordered) checks nothing of its aggregate
+			guards[q.guard] = true
+		}
+		dedups[q.dedup] = true
 		batch = append(batch, q)
 	}
 	clear(g.queue[len(rest):])

@@ -135,6 +135,11 @@ func Open(ctx context.Context, cfg Config) (*Ledger, error) {
 	return l, nil
 }
 
+// DedupWindow is how long the ledger remembers a dedup id: an append under
+// an id it stored less than this long ago stores nothing and answers with
+// the earlier event.
+func (l *Ledger) DedupWindow() time.Duration { return l.cfg.Duplicates }
+
 // StreamName is the JetStream stream holding env's ledger.
 func StreamName(env domain.Environment) string { return "LEDGER_" + strings.ToUpper(string(env)) }
 

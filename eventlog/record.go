@@ -78,12 +78,19 @@ type Appended struct {
 // caller saw it (0 for a new aggregate); if the aggregate moved on since,
 // Append returns ErrConflict.
 func (l *Ledger) Append(ctx context.Context, ev domain.Event, msgID string, expect uint64) (Appended, error) {
-	return l.append(ctx, ev, msgID, expect, "")
+	return l.append(ctx, ev, msgID, appendGuard{expect: expect, on: true}, "")
 }
 
-// append is Append recording request, the fingerprint of the partner
-// request the event answers.
-func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expect uint64, request string) (Appended, error) {
+// appendGuard is an append's condition on its aggregate: when on, the
+// aggregate's last sequence must be expect.
+type appendGuard struct {
+	expect uint64
+	on     bool
+}
+
+// append is Append under guard g, recording request, the fingerprint of
+// the partner request the event answers.
+func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, g appendGuard, request string) (Appended, error) {
 	msg, err := l.eventMessage(ev)
 	if err != nil {
 		return Appended{}, err
@@ -113,8 +120,10 @@ func (l *Ledger) append(ctx context.Context, ev domain.Event, msgID string, expe
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, msgID)
 	msg.Header.Set(jetstream.ExpectedStreamHeader, l.name)
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID))
+	if g.on {
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(g.expect, 10))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.subjects.Aggregate(ev.PartnerID, ev.AggregateID))
+	}
 	start := time.Now()
 	pctx, release := l.whileUp(ctx)
 	ack, err := l.commit.publish(pctx, msg)

@@ -75,6 +75,9 @@ type Store struct {
 	progressMu sync.Mutex
 	applied    uint64
 	changed    chan struct{}
+	// appliedStored is when the ledger stored the newest event applied
+	// since Open (zero before the first): see AppliedThrough.
+	appliedStored time.Time
 }
 
 // Open opens or creates the projection file at path for the projector to
@@ -251,11 +254,28 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	}
 }
 
-func (s *Store) advance(seq uint64) {
+// AppliedThrough is when the ledger stored the newest event this process
+// has applied (zero before it applied any): the ledger's sequences follow
+// the order it stores events in, so every event stored before then is
+// applied too. A use case that needs the projections to hold every event
+// older than the ledger's dedup window (the events an append's dedup id no
+// longer finds) checks it instead of asking the ledger where it stands.
+func (s *Store) AppliedThrough() time.Time {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	return s.appliedStored
+}
+
+// advance records that every event up to seq, the last of which the
+// ledger stored at stored, is applied, and wakes the waiters.
+func (s *Store) advance(seq uint64, stored time.Time) {
 	s.progressMu.Lock()
 	defer s.progressMu.Unlock()
 	if seq > s.applied {
 		s.applied = seq
+	}
+	if stored.After(s.appliedStored) {
+		s.appliedStored = stored
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -307,7 +327,7 @@ func (s *Store) applyDecoded(recs []eventlog.Record, evs []domain.Event) error {
 		return err
 	}
 	if last > 0 {
-		s.advance(last)
+		s.advance(last, recs[len(recs)-1].Stored)
 	}
 	return nil
 }
@@ -340,6 +360,8 @@ type txSpan struct {
 	// last is the last sequence applied, committed or not; first, the
 	// checkpoint the open transaction began at.
 	last, first uint64
+	// lastStored is when the ledger stored the event at last.
+	lastStored time.Time
 	// syncAhead: each commit starts a background sync (syncBehind), and
 	// waitSync must be called before the file is closed. syncing is the
 	// one running; syncErr, the first error one returned.
@@ -379,7 +401,7 @@ func (t *txSpan) apply(recs []eventlog.Record, evs []domain.Event) error {
 		return errors.Join(err, t.end(false))
 	}
 	if last > 0 {
-		t.last = last
+		t.last, t.lastStored = last, recs[len(recs)-1].Stored
 		t.held += len(recs)
 	}
 	if t.held >= t.every {
@@ -411,7 +433,7 @@ func (t *txSpan) end(ok bool) (err error) {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	t.s.advance(t.last)
+	t.s.advance(t.last, t.lastStored)
 	t.syncBehind()
 	return nil
 }

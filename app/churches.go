@@ -44,7 +44,7 @@ func (s *Service) ImportChurches(ctx context.Context, partner string, rows []dom
 			return ev, err
 		}
 	}
-	out, err := s.run(ctx, cmd)
+	out, err := s.runAnswered(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}

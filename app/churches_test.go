@@ -64,6 +64,11 @@ func TestImportChurches(t *testing.T) {
 			if len(res) != len(tc.want) {
 				t.Fatalf("%d results for %d rows", len(res), len(tc.want))
 			}
+			// The next request sees the import, as the transport makes
+			// every request wait for this instance's writes.
+			if err := in.App.SeeWrites(ctx); err != nil {
+				t.Fatal(err)
+			}
 			for i, w := range tc.want {
 				r := res[i]
 				if r.Index != i {

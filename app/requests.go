@@ -8,6 +8,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/idempotency"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Partner requests that change something carry an Idempotency-Key. The
@@ -199,12 +200,18 @@ func (s *Service) beginRequest(ctx context.Context, partner, key, fingerprint st
 	if err := s.ledger.Writable(); err != nil {
 		return Begun{}, err
 	}
-	return s.idem.Begin(ctx, partner, key, fingerprint)
+	ctx, span := telemetry.Start(ctx, "idempotency.begin")
+	b, err := s.idem.Begin(ctx, partner, key, fingerprint)
+	telemetry.End(span, err)
+	return b, err
 }
 
 // completeRequest stores the request's answer under its key.
 func (s *Service) completeRequest(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error {
-	return s.idem.Complete(ctx, c, fingerprint, status, body)
+	ctx, span := telemetry.Start(ctx, "idempotency.complete")
+	err := s.idem.Complete(ctx, c, fingerprint, status, body)
+	telemetry.End(span, err)
+	return err
 }
 
 // releaseRequest lets the key run again after the request failed on our

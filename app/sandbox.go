@@ -28,9 +28,12 @@ func (s *Service) HasSimulators() bool {
 	return s.cfg.Env == domain.Sandbox && s.simulator != nil
 }
 
-func (s *Service) simulate(partner, churchID string) error {
+func (s *Service) simulate(ctx context.Context, partner, churchID string) error {
 	if !s.HasSimulators() {
 		return ErrNoSimulators
+	}
+	if err := s.SeeWrites(ctx); err != nil {
+		return err
 	}
 	_, err := s.churchOf(partner, churchID)
 	return err
@@ -43,8 +46,8 @@ func (s *Service) unreachable(err error) error {
 
 // simulateAnswer runs a simulator whose answer is the edge's: its status
 // code and, for a refusal, its problem body.
-func (s *Service) simulateAnswer(partner, churchID string, send func(*simulators.Simulator) (simulators.Answer, error)) (simulators.Answer, error) {
-	if err := s.simulate(partner, churchID); err != nil {
+func (s *Service) simulateAnswer(ctx context.Context, partner, churchID string, send func(*simulators.Simulator) (simulators.Answer, error)) (simulators.Answer, error) {
+	if err := s.simulate(ctx, partner, churchID); err != nil {
 		return simulators.Answer{}, err
 	}
 	answer, err := send(s.simulator)
@@ -69,7 +72,7 @@ func edgeFailed(a simulators.Answer) error {
 // SimulatePayrollConnected sends the payroll provider's confirmation of a
 // donor's deposit switch and returns the edge's answer.
 func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (simulators.Answer, error) {
-	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
+	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.PayrollConnected(ctx, enrollmentID, churchID)
 	})
 }
@@ -78,7 +81,7 @@ func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollm
 // deduction ended (reason left_employer or deposit_switch_reverted) and
 // returns the edge's answer.
 func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (simulators.Answer, error) {
-	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
+	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.PayrollEnded(ctx, enrollmentID, churchID, reason)
 	})
 }
@@ -98,7 +101,7 @@ type SimulatedDeposit struct {
 // timestamp it was credited with: a retry after a lost answer sends the same
 // webhook, which the edge credits once, and answers what the first run did.
 func (s *Service) SimulateDeposit(ctx context.Context, partner string, d SimulatedDeposit) (simulators.DepositResult, error) {
-	if err := s.simulate(partner, d.ChurchID); err != nil {
+	if err := s.simulate(ctx, partner, d.ChurchID); err != nil {
 		return simulators.DepositResult{}, err
 	}
 	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: s.requestName()}
@@ -138,7 +141,7 @@ func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string
 // edge refuses it (409) unless one of the donor's sessions is waiting for
 // identity verification.
 func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (simulators.Answer, error) {
-	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
+	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.KYC(ctx, churchID, donorID, outcome)
 	})
 }

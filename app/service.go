@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -99,6 +100,10 @@ type instance struct {
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
 
+	// wrote is the newest sequence this instance's commands appended or
+	// found appended (SeeWrites).
+	wrote highWater
+
 	flowKey     []byte
 	webhookSeal *secrets.Sealer
 	cancelSeal  *secrets.Sealer
@@ -144,9 +149,22 @@ const readWait = 5 * time.Second
 // run is the one way a use case writes: it executes the command (under the
 // request's Idempotency-Key when the service runs for one (Under), so a
 // retry can never append twice) and, when it appended, waits until the
-// local projections have applied the event, so the answer and any read
-// that follows on this instance see the write.
+// local projections have applied the event, so that the use case's own
+// reads after it see the write.
 func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
+	return s.runCommand(ctx, cmd, true)
+}
+
+// runAnswered is run for a use case that answers from its own decision
+// and reads nothing after it: it does not wait for the local projections.
+// A read that follows on this instance still sees the write, because
+// every request first waits for what this instance appended before it
+// began (SeeWrites), and by then the projector has mostly applied it.
+func (s *Service) runAnswered(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
+	return s.runCommand(ctx, cmd, false)
+}
+
+func (s *Service) runCommand(ctx context.Context, cmd eventlog.Command, wait bool) (eventlog.Outcome, error) {
 	claimed := s.req != nil && cmd.MsgID == ""
 	if claimed {
 		s.req.next(&cmd)
@@ -158,10 +176,41 @@ func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outco
 	}
 	if err == nil && out.Record != nil {
 		span.SetAttributes(telemetry.Attr("giving.event_type", out.Record.Type), attribute.Bool("giving.replayed", out.Replayed))
-		err = s.waitApplied(ctx, out.Record.Seq)
+		s.wrote.advance(out.Record.Seq)
+		if wait {
+			err = s.waitApplied(ctx, out.Record.Seq)
+		}
 	}
 	telemetry.End(span, err)
 	return out, err
+}
+
+// SeeWrites waits, bounded, until the local projections hold every event
+// this instance's commands had appended (or found appended) when it was
+// called: the transport calls it before serving any request, so that a
+// read after a write on this instance sees the write, though the write's
+// use case answered without waiting (runAnswered). It costs nothing once
+// the projector has caught up, as it mostly has by the time the next
+// request arrives.
+func (s *Service) SeeWrites(ctx context.Context) error {
+	seq := s.wrote.Load()
+	if s.store.Applied() >= seq {
+		return nil
+	}
+	return s.waitApplied(ctx, seq)
+}
+
+// highWater is the newest sequence written, raised concurrently.
+type highWater struct{ atomic.Uint64 }
+
+// advance raises the mark to seq unless it is there already.
+func (h *highWater) advance(seq uint64) {
+	for {
+		cur := h.Load()
+		if cur >= seq || h.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // execute runs a command on the ledger. A claimed one must not repeat what
@@ -208,7 +257,10 @@ func (s *Service) as(name string) *Service {
 func (s *Service) waitApplied(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	if err := s.store.WaitFor(ctx, seq); err != nil {
+	ctx, span := telemetry.Start(ctx, "projections.wait")
+	err := s.store.WaitFor(ctx, seq)
+	telemetry.End(span, err)
+	if err != nil {
 		return fmt.Errorf("read your write: %w", err)
 	}
 	return nil

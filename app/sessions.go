@@ -14,6 +14,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // SessionRequest is a partner's request for a donor session, as sent: a nil
@@ -39,12 +40,17 @@ type CreatedSession struct {
 // for the two), and the donor's id.
 func (s *Service) CreateSession(ctx context.Context, partner string, req SessionRequest) (CreatedSession, error) {
 	s = s.as("app.CreateSession")
+	if err := s.SeeWrites(ctx); err != nil {
+		return CreatedSession{}, err
+	}
 	n, phone, err := s.validateSession(partner, req)
 	if err != nil {
 		return CreatedSession{}, err
 	}
 	n.DonorID = s.vault.DonorID(partner, phone)
-	sealed, storeBy, err := s.vault.SealPhone(ctx, n.DonorID, phone)
+	sctx, span := telemetry.Start(ctx, "vault.seal")
+	sealed, storeBy, err := s.vault.SealPhone(sctx, n.DonorID, phone)
+	telemetry.End(span, err)
 	if err != nil {
 		return CreatedSession{}, err
 	}
@@ -54,7 +60,7 @@ func (s *Service) CreateSession(ctx context.Context, partner string, req Session
 	ctx, cancel := context.WithDeadline(ctx, storeBy)
 	defer cancel()
 	n.ID = domain.NewID(domain.PrefixSession)
-	out, err := s.run(ctx, eventlog.Command{
+	out, err := s.runAnswered(ctx, eventlog.Command{
 		Partner: partner, Aggregate: n.ID, New: true,
 		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
 			cur := domain.Fold[domain.Session](h.Events)

@@ -78,7 +78,12 @@ func TestCreateSession(t *testing.T) {
 			if !strings.HasPrefix(got.URL, in.App.PublicURL()+"/flow/") {
 				t.Errorf("url %q is not under %s/flow/", got.URL, in.App.PublicURL())
 			}
-			// The url's token opens the session, and only its hash is kept.
+			// The url's token opens the session (once this instance's
+			// writes are applied, as the transport waits for before every
+			// request), and only its hash is kept.
+			if err := in.App.SeeWrites(ctx); err != nil {
+				t.Fatal(err)
+			}
 			token := strings.TrimPrefix(got.URL, in.App.PublicURL()+"/flow/")
 			found, ok, err := in.App.SessionByToken(token)
 			if err != nil || !ok || found.ID != s.ID {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/telemetry"
 )
 
 // Vendor webhooks, once the edge has verified their signature and decoded
@@ -67,7 +68,12 @@ type KYCResult struct {
 func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (changed bool, err error) {
 	s = s.as("app.ReceiveVendorEvent")
 	msgID := "vendor:" + ev.Kind + ":" + ev.ID
-	seen, err := s.vendorSet.Has(ctx, msgID)
+	if err := s.SeeWrites(ctx); err != nil {
+		return false, err
+	}
+	sctx, span := telemetry.Start(ctx, "vendor.seen")
+	seen, err := s.vendorSet.Has(sctx, msgID)
+	telemetry.End(span, err)
 	if err != nil || seen {
 		return false, err
 	}
@@ -88,7 +94,10 @@ func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (chang
 	if err != nil {
 		return false, err
 	}
-	if err := s.vendorSet.Add(ctx, msgID); err != nil {
+	actx, span := telemetry.Start(ctx, "vendor.remember")
+	err = s.vendorSet.Add(actx, msgID)
+	telemetry.End(span, err)
+	if err != nil {
 		return false, err
 	}
 	return changed, nil
@@ -192,7 +201,7 @@ func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (b
 		return domain.ReconcileCredit(dep, c, s.Now())
 	}
 	unannounced := false
-	out, err := s.run(ctx, eventlog.Command{
+	out, err := s.runAnswered(ctx, eventlog.Command{
 		Partner: c.PartnerID, Aggregate: domain.DepositBook, Unordered: true, MsgID: creditMsgID(c),
 		Decide: func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 			ev, err := reconcile(ctx, h)

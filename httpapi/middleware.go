@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -141,6 +142,13 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			s.cfg.Metrics.HTTPRequest(ctx, ri.route, r.Method, sw.code(), d)
 			endRequestSpan(span, ri, r.Method, sw.code())
 		}()
+		// A read after a write on this instance sees the write, though
+		// the write's use case answered without waiting for the
+		// projections (app.Service.SeeWrites).
+		if err := s.app.SeeWrites(r.Context()); err != nil {
+			writeError(sw, r, fmt.Errorf("%w: %w", domain.ErrUnavailable, err))
+			return
+		}
 		next.ServeHTTP(sw, r)
 	})
 }

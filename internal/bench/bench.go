@@ -110,8 +110,14 @@ type Report struct {
 	// Floor is the write path's floor (writefloor.go): the same clients
 	// and one-row imports against a handler that only decodes them and
 	// appends their events.
-	Floor []Workload  `json:"floor,omitempty"`
-	Read  *ReadReport `json:"read,omitempty"`
+	Floor []Workload `json:"floor,omitempty"`
+	// OneClient is each workload with one client on one key, set beside
+	// FloorOneClient, the floor's: with no contention for the processor,
+	// its latency is the request's chain of waits, which two cores
+	// measure as honestly as sixteen.
+	OneClient      []OneClient `json:"one_client,omitempty"`
+	FloorOneClient *Workload   `json:"floor_one_client,omitempty"`
+	Read           *ReadReport `json:"read,omitempty"`
 	Notes []string    `json:"notes,omitempty"`
 	opts  Options
 }
@@ -161,6 +167,18 @@ type Workload struct {
 	Ratio float64 `json:"ratio"`
 	// P99Ratio is P99 over the limit's p99.
 	P99Ratio float64 `json:"p99_ratio"`
+}
+
+// OneClient is a workload with one client on one key, and where its
+// requests' time goes.
+type OneClient struct {
+	Workload
+	// P50OverFloor and CPUOverFloor are its p50 and CPU a request over the
+	// floor's at one client.
+	P50OverFloor float64 `json:"p50_over_floor"`
+	CPUOverFloor float64 `json:"cpu_over_floor"`
+	// Stages is its stage breakdown (stages.go), slowest first.
+	Stages []Stage `json:"stages"`
 }
 
 // Run measures the limit, the service's write path and read side (or the
@@ -232,6 +250,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			w := &ws[i]
 			w.Ratio = w.Rate / r.Limit.Rate
 			w.P99Ratio = w.P99 / r.Limit.P99
+		}
+	}
+	if f := r.FloorOneClient; f != nil {
+		for i := range r.OneClient {
+			o := &r.OneClient[i]
+			o.P50OverFloor, o.CPUOverFloor = o.P50/f.P50, o.CPUMicros/f.CPUMicros
 		}
 	}
 	if r.Read != nil {

@@ -39,6 +39,36 @@ func (r *Report) writeService(w io.Writer) error {
 			fmt.Fprintf(w, "first error of %s (%d keys): %s\n", s.Name, s.Keys, s.FirstError)
 		}
 	}
+	return r.writeOneClient(w)
+}
+
+// writeOneClient writes each workload at one client beside the floor's,
+// and its stages.
+func (r *Report) writeOneClient(w io.Writer) error {
+	f := r.FloorOneClient
+	if f == nil || len(r.OneClient) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nOne client on one key, beside the floor's (p50 %.2f ms, %.0f µs of CPU a request):\n\n", f.P50, f.CPUMicros)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\treq/s\tp50 ms\tp99 ms\tCPU µs/req\tp50 / floor's\tCPU / floor's\terrors")
+	for _, o := range r.OneClient {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f×\t%.2f×\t%d\n", o.Name, o.Rate, o.P50, o.P99, o.CPUMicros, o.P50OverFloor, o.CPUOverFloor, o.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range r.OneClient {
+		fmt.Fprintf(w, "\nStages of %s, one client (spans a request had, nested: a use case holds its append):\n", o.Name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  stage\tper request\tp50 ms\tmean ms")
+		for _, s := range o.Stages {
+			fmt.Fprintf(tw, "  %s\t%.2f\t%.3f\t%.3f\n", s.Name, s.PerRequest, s.P50, s.Mean)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

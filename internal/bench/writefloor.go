@@ -67,12 +67,18 @@ func (r *Report) writeFloor(ctx context.Context, dir string) error {
 	imports := workloads[1].req
 	for _, keys := range []int{1, r.opts.Clients} {
 		r.progress("floor: one-row imports decoded and appended, %d clients on %d key(s), %s", r.opts.Clients, keys, r.opts.Duration)
-		w, err := r.measureWrites(ctx, floorWorkload, l, client, base, tenants[:keys], imports, seq)
+		w, err := r.measureWrites(ctx, floorWorkload, l, client, base, tenants[:keys], r.opts.Clients, imports, seq)
 		if err != nil {
 			return err
 		}
 		r.Floor = append(r.Floor, w)
 	}
+	r.progress("floor: one client, %s", r.opts.Duration)
+	w, err := r.measureWrites(ctx, floorWorkload, l, client, base, tenants[:1], 1, imports, seq)
+	if err != nil {
+		return err
+	}
+	r.FloorOneClient = &w
 	return nil
 }
 

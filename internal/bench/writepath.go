@@ -70,33 +70,47 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 	for _, wl := range workloads {
 		for _, keys := range []int{1, r.opts.Clients} {
 			r.progress("service: %s, %d clients on %d key(s), %s", wl.name, r.opts.Clients, keys, r.opts.Duration)
-			w, err := r.measureWrites(ctx, wl.name, svc.st.Ledger, client, svc.base, tenants[:keys], wl.req, seq)
+			w, err := r.measureWrites(ctx, wl.name, svc.st.Ledger, client, svc.base, tenants[:keys], r.opts.Clients, wl.req, seq)
 			if err != nil {
 				return err
 			}
 			r.Service = append(r.Service, w)
 		}
 	}
+	for _, wl := range workloads {
+		r.progress("service: %s, one client, %s, then its stages", wl.name, r.opts.Duration)
+		w, err := r.measureWrites(ctx, wl.name, svc.st.Ledger, client, svc.base, tenants[:1], 1, wl.req, seq)
+		if err != nil {
+			return err
+		}
+		stop := recordStages()
+		m := drive(ctx, client, svc.base, tenants[:1], 1, stagesFor(r.opts.Duration), 0, wl.req, seq)
+		r.OneClient = append(r.OneClient, OneClient{Workload: w, Stages: stop(m.Requests)})
+	}
 	return nil
 }
 
-// measureWrites drives the clients' requests at base for the run's
+// stagesFor is how long a workload's stage breakdown runs: long enough
+// for a few thousand requests, and no longer than the run's measurements.
+func stagesFor(d time.Duration) time.Duration { return min(d, 2*time.Second) }
+
+// measureWrites drives clients' requests at base for the run's
 // duration, each client on one of tenants, and measures them, with the
 // synced writes of l (the ledger the requests append to) and the process's
 // CPU time a request.
-func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Ledger, client *http.Client, base string, tenants []tenant, req request, seq *atomic.Int64) (Workload, error) {
+func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Ledger, client *http.Client, base string, tenants []tenant, clients int, req request, seq *atomic.Int64) (Workload, error) {
 	before, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
 		return Workload{}, err
 	}
 	cpu := processCPU()
-	m := drive(ctx, client, base, tenants, r.opts.Clients, r.opts.Duration, r.opts.WriteRate, req, seq)
+	m := drive(ctx, client, base, tenants, clients, r.opts.Duration, r.opts.WriteRate, req, seq)
 	used := processCPU() - cpu
 	after, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
 		return Workload{}, err
 	}
-	w := Workload{Name: name, Clients: r.opts.Clients, Keys: len(tenants), Measure: m}
+	w := Workload{Name: name, Clients: clients, Keys: len(tenants), Measure: m}
 	if m.Requests > 0 {
 		w.SyncedWrites = float64(after-before) / float64(m.Requests)
 		w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)

@@ -118,8 +118,8 @@ type Report struct {
 	OneClient      []OneClient `json:"one_client,omitempty"`
 	FloorOneClient *Workload   `json:"floor_one_client,omitempty"`
 	Read           *ReadReport `json:"read,omitempty"`
-	Notes []string    `json:"notes,omitempty"`
-	opts  Options
+	Notes          []string    `json:"notes,omitempty"`
+	opts           Options
 }
 
 // LimitReport is the raw limit, measured before and after the service.

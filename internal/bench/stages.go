@@ -38,8 +38,8 @@ type stageRecorder struct {
 }
 
 func (s *stageRecorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (s *stageRecorder) Shutdown(context.Context) error                 { return nil }
-func (s *stageRecorder) ForceFlush(context.Context) error               { return nil }
+func (s *stageRecorder) Shutdown(context.Context) error                  { return nil }
+func (s *stageRecorder) ForceFlush(context.Context) error                { return nil }
 
 func (s *stageRecorder) OnEnd(span sdktrace.ReadOnlySpan) {
 	s.mu.Lock()

@@ -33,6 +33,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.BurstProfile, "burstprofile", "", "read side: write a CPU profile of each dispatch burst to this path, suffixed with the ledger size (and .r<round> with more than one round), and of its bare and fed loops (.bare, .fed)")
 	fs.StringVar(&o.ReplayProfile, "replayprofile", "", "read side: write a CPU profile of each replay to this path, suffixed with the ledger size, and of the raw read it is compared with (.<size>.raw)")
 	fs.Float64Var(&o.WriteRate, "write-rate", 0, "write side: pace the clients to this many requests a second in all, to compare builds by CPU per request at one load (default: each client sends as soon as answered)")
+	fs.Float64Var(&o.PacedRate, "paced", 0, "write side: also drive each workload on one key at this many requests a second, as an open loop (each request due at its own time), for --paced-duration, and report its p50 and p99")
+	fs.DurationVar(&o.PacedDuration, "paced-duration", 30*time.Second, "write side: how long each --paced workload runs")
+	cluster := fs.Bool("cluster", false, "write side: also measure the workloads on a 3-node JetStream cluster in this process (3 replicas, every write synced), through one instance and through --instances, on one key and on one key each: req/s, p50/p99, CPU a request, append conflicts a request")
+	fs.IntVar(&o.ClusterInstances, "instances", 3, "write side: how many instances --cluster measures beside one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -42,6 +46,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.Only != "" && o.Only != "write" && o.Only != "read" {
 		return usageError{"--only must be write or read"}
+	}
+	if o.PacedRate < 0 || o.PacedDuration <= 0 || o.ClusterInstances < 1 {
+		return usageError{"--paced must not be negative, --paced-duration and --instances must be positive"}
+	}
+	if !*cluster {
+		o.ClusterInstances = 0
 	}
 	profiles := 0
 	for _, p := range []string{*cpuProfile, o.BurstProfile, o.ReplayProfile} {

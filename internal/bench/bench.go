@@ -98,6 +98,15 @@ type Options struct {
 	// follows the machine's other load, and CPU per request falls as the
 	// rate rises (larger batches everywhere).
 	WriteRate float64
+	// PacedRate, when positive, also drives each workload on one key at
+	// this many requests a second for PacedDuration, as an open loop
+	// (paced.go).
+	PacedRate     float64
+	PacedDuration time.Duration
+	// ClusterInstances, when positive, measures the write path on a
+	// three-node cluster (cluster.go) through one instance and then
+	// through this many.
+	ClusterInstances int
 	// Progress hears what the run is doing.
 	Progress io.Writer
 }
@@ -117,6 +126,10 @@ type Report struct {
 	// measure as honestly as sixteen.
 	OneClient      []OneClient `json:"one_client,omitempty"`
 	FloorOneClient *Workload   `json:"floor_one_client,omitempty"`
+	// Paced is each workload at a steady rate (Options.PacedRate).
+	Paced []Paced `json:"paced,omitempty"`
+	// Cluster is the write path on a cluster (Options.ClusterInstances).
+	Cluster []ClusterWorkload `json:"cluster,omitempty"`
 	Read           *ReadReport `json:"read,omitempty"`
 	Notes          []string    `json:"notes,omitempty"`
 	opts           Options
@@ -232,6 +245,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := r.writeFloor(ctx, dir); err != nil {
 			return nil, err
 		}
+		if o.ClusterInstances > 0 {
+			if err := r.cluster(ctx, dir); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if o.Only != "write" {
 		if err := r.readSide(ctx, dir); err != nil {
@@ -297,19 +315,23 @@ type service struct {
 
 // startService starts an instance on dir with the memory setting.
 func startService(ctx context.Context, dir string, memory int64) (*service, error) {
+	return startInstance(ctx, stack.Config{Ledger: eventlog.Config{Env: domain.Sandbox, DataDir: dir, Memory: memory}})
+}
+
+// startInstance starts an instance of cfg, its ledger's settings and
+// instance name as given, serving on loopback.
+func startInstance(ctx context.Context, cfg stack.Config) (*service, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	base := "http://" + ln.Addr().String()
-	st, err := stack.Open(ctx, stack.Config{
-		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir, Memory: memory},
-		Webhooks:  dispatcher.Config{Concurrency: hookConcurrency},
-		PublicURL: base,
-		// The limiter is measured, not the budget: no request is refused.
-		RateLimit: httpapi.RateLimit{PerSecond: 1_000_000, Burst: 1_000_000},
-		Log:       zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger(),
-	})
+	cfg.Webhooks = dispatcher.Config{Concurrency: hookConcurrency}
+	cfg.PublicURL = base
+	// The limiter is measured, not the budget: no request is refused.
+	cfg.RateLimit = httpapi.RateLimit{PerSecond: 1_000_000, Burst: 1_000_000}
+	cfg.Log = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	st, err := stack.Open(ctx, cfg)
 	if err != nil {
 		ln.Close()
 		return nil, err

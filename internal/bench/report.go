@@ -39,7 +39,49 @@ func (r *Report) writeService(w io.Writer) error {
 			fmt.Fprintf(w, "first error of %s (%d keys): %s\n", s.Name, s.Keys, s.FirstError)
 		}
 	}
-	return r.writeOneClient(w)
+	if err := r.writeOneClient(w); err != nil {
+		return err
+	}
+	if err := r.writePaced(w); err != nil {
+		return err
+	}
+	return r.writeCluster(w)
+}
+
+// writePaced writes the paced workloads.
+func (r *Report) writePaced(w io.Writer) error {
+	if len(r.Paced) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nPaced on one key, an open loop at %.0f requests a second for %s:\n\n", r.opts.PacedRate, r.opts.PacedDuration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\trequests\treq/s\tp50 ms\tp99 ms\tmax ms\tover 100 ms\terrors\tskipped")
+	for _, p := range r.Paced {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%d\n", p.Name, p.Requests, p.Rate, p.P50, p.P99, p.Max, p.Slow, p.Errors, p.Skipped)
+	}
+	return tw.Flush()
+}
+
+// writeCluster writes the workloads on the cluster.
+func (r *Report) writeCluster(w io.Writer) error {
+	if len(r.Cluster) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nOn a 3-node cluster in this process (3 replicas, every write synced), the clients spread over the instances:\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tinstances\tclients\tkeys\treq/s\tp50 ms\tp99 ms\tCPU µs/req\tappend conflicts/req\terrors")
+	for _, c := range r.Cluster {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.0f\t%.3f\t%d\n", c.Name, c.Instances, c.Clients, c.Keys, c.Rate, c.P50, c.P99, c.CPUMicros, c.Conflicts, c.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range r.Cluster {
+		if c.FirstError != "" {
+			fmt.Fprintf(w, "first error of %s on %d instance(s), %d keys: %s\n", c.Name, c.Instances, c.Keys, c.FirstError)
+		}
+	}
+	return nil
 }
 
 // writeOneClient writes each workload at one client beside the floor's,

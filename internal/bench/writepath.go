@@ -84,8 +84,11 @@ func (r *Report) writePath(ctx context.Context, dir string) error {
 			return err
 		}
 		stop := recordStages()
-		m := drive(ctx, client, svc.base, tenants[:1], 1, stagesFor(r.opts.Duration), 0, wl.req, seq)
+		m := drive(ctx, client, []string{svc.base}, tenants[:1], 1, stagesFor(r.opts.Duration), 0, wl.req, seq)
 		r.OneClient = append(r.OneClient, OneClient{Workload: w, Stages: stop(m.Requests)})
+	}
+	if r.opts.PacedRate > 0 {
+		r.pacedWrites(ctx, client, svc, tenants[0], seq)
 	}
 	return nil
 }
@@ -104,7 +107,7 @@ func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Led
 		return Workload{}, err
 	}
 	cpu := processCPU()
-	m := drive(ctx, client, base, tenants, clients, r.opts.Duration, r.opts.WriteRate, req, seq)
+	m := drive(ctx, client, []string{base}, tenants, clients, r.opts.Duration, r.opts.WriteRate, req, seq)
 	used := processCPU() - cpu
 	after, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
@@ -157,10 +160,12 @@ func (s *service) tenants(ctx context.Context, n int) ([]tenant, error) {
 }
 
 // drive runs clients concurrent loops of requests for d, client i using
-// tenant i mod len(tenants), and measures them. With a positive rate the
-// clients together send at most rate requests a second, each paced on its
-// own (a client that falls behind does not burst to catch up).
-func drive(ctx context.Context, client *http.Client, base string, tenants []tenant, clients int, d time.Duration, rate float64, req request, seq *atomic.Int64) Measure {
+// tenant i mod len(tenants) and sending to bases[i mod len(bases)] (the
+// instances a load balancer would spread them over), and measures them.
+// With a positive rate the clients together send at most rate requests a
+// second, each paced on its own (a client that falls behind does not burst
+// to catch up).
+func drive(ctx context.Context, client *http.Client, bases []string, tenants []tenant, clients int, d time.Duration, rate float64, req request, seq *atomic.Int64) Measure {
 	var (
 		mu     sync.Mutex
 		lats   []time.Duration
@@ -174,7 +179,7 @@ func drive(ctx context.Context, client *http.Client, base string, tenants []tena
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := tenants[c%len(tenants)]
+			t, base := tenants[c%len(tenants)], bases[c%len(bases)]
 			var mine []time.Duration
 			bad := 0
 			var badBody string

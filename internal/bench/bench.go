@@ -130,9 +130,9 @@ type Report struct {
 	Paced []Paced `json:"paced,omitempty"`
 	// Cluster is the write path on a cluster (Options.ClusterInstances).
 	Cluster []ClusterWorkload `json:"cluster,omitempty"`
-	Read           *ReadReport `json:"read,omitempty"`
-	Notes          []string    `json:"notes,omitempty"`
-	opts           Options
+	Read    *ReadReport       `json:"read,omitempty"`
+	Notes   []string          `json:"notes,omitempty"`
+	opts    Options
 }
 
 // LimitReport is the raw limit, measured before and after the service.

@@ -37,6 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.PacedDuration, "paced-duration", 30*time.Second, "write side: how long each --paced workload runs")
 	cluster := fs.Bool("cluster", false, "write side: also measure the workloads on a 3-node JetStream cluster in this process (3 replicas, every write synced), through one instance and through --instances, on one key and on one key each: req/s, p50/p99, CPU a request, append conflicts a request")
 	fs.IntVar(&o.ClusterInstances, "instances", 3, "write side: how many instances --cluster measures beside one")
+	fs.StringVar(&o.WriteProfile, "writeprofile", "", "write side: write a CPU, a block and a mutex profile of each measurement to this path, suffixed with the workload, its clients and keys, and the kind (.cpu, .block, .mutex)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -54,13 +55,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		o.ClusterInstances = 0
 	}
 	profiles := 0
-	for _, p := range []string{*cpuProfile, o.BurstProfile, o.ReplayProfile} {
+	for _, p := range []string{*cpuProfile, o.BurstProfile, o.ReplayProfile, o.WriteProfile} {
 		if p != "" {
 			profiles++
 		}
 	}
 	if profiles > 1 {
-		return usageError{"--cpuprofile, --burstprofile and --replayprofile cannot be used together: the runtime takes one CPU profile at a time"}
+		return usageError{"--cpuprofile, --burstprofile, --replayprofile and --writeprofile cannot be used together: the runtime takes one CPU profile at a time"}
 	}
 	var err error
 	if o.Memory, err = parseMemory(*memory); err != nil {

@@ -98,6 +98,10 @@ type Options struct {
 	// follows the machine's other load, and CPU per request falls as the
 	// rate rises (larger batches everywhere).
 	WriteRate float64
+	// WriteProfile, when set, is where the write side writes a CPU, a
+	// block and a mutex profile of each of its measurements, suffixed
+	// with the workload, its clients and its keys (profiles.go).
+	WriteProfile string
 	// PacedRate, when positive, also drives each workload on one key at
 	// this many requests a second for PacedDuration, as an open loop
 	// (paced.go).

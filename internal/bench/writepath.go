@@ -106,9 +106,16 @@ func (r *Report) measureWrites(ctx context.Context, name string, l *eventlog.Led
 	if err != nil {
 		return Workload{}, err
 	}
+	stopProfiles, err := r.startProfiles(name, clients, len(tenants))
+	if err != nil {
+		return Workload{}, err
+	}
 	cpu := processCPU()
 	m := drive(ctx, client, []string{base}, tenants, clients, r.opts.Duration, r.opts.WriteRate, req, seq)
 	used := processCPU() - cpu
+	if err := stopProfiles(); err != nil {
+		return Workload{}, err
+	}
 	after, err := probe.SyncedWrites(ctx, l)
 	if err != nil {
 		return Workload{}, err

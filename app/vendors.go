@@ -71,6 +71,13 @@ func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (chang
 	if err := s.SeeWrites(ctx); err != nil {
 		return false, err
 	}
+	if ev.Bank != nil {
+		// A credit keeps no record of the vendor events handled: its
+		// append's dedup id (the trace) and the projections already make
+		// a repeat change nothing, and the record cost two writes a
+		// credit.
+		return s.bankCredit(ctx, msgID, *ev.Bank)
+	}
 	sctx, span := telemetry.Start(ctx, "vendor.seen")
 	seen, err := s.vendorSet.Has(sctx, msgID)
 	telemetry.End(span, err)
@@ -82,8 +89,6 @@ func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (chang
 		changed, err = s.payrollConfirmed(ctx, msgID, *ev.Payroll)
 	case ev.PayrollEnd != nil:
 		changed, err = s.payrollEnded(ctx, msgID, *ev.PayrollEnd)
-	case ev.Bank != nil:
-		changed, err = s.bankCredit(ctx, msgID, *ev.Bank)
 	case ev.KYC != nil:
 		changed, err = s.kycCompleted(ctx, msgID, *ev.KYC)
 	default:

@@ -130,8 +130,10 @@ type Report struct {
 	// measure as honestly as sixteen.
 	OneClient      []OneClient `json:"one_client,omitempty"`
 	FloorOneClient *Workload   `json:"floor_one_client,omitempty"`
-	// Paced is each workload at a steady rate (Options.PacedRate).
-	Paced []Paced `json:"paced,omitempty"`
+	// Paced is each workload at a steady rate (Options.PacedRate), and
+	// PacedFloor the floor at that rate.
+	Paced      []Paced `json:"paced,omitempty"`
+	PacedFloor *Paced  `json:"paced_floor,omitempty"`
 	// Cluster is the write path on a cluster (Options.ClusterInstances).
 	Cluster []ClusterWorkload `json:"cluster,omitempty"`
 	Read    *ReadReport       `json:"read,omitempty"`

@@ -56,7 +56,11 @@ func (r *Report) writePaced(w io.Writer) error {
 	fmt.Fprintf(w, "\nPaced on one key, an open loop at %.0f requests a second for %s:\n\n", r.opts.PacedRate, r.opts.PacedDuration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\trequests\treq/s\tp50 ms\tp99 ms\tmax ms\tover 100 ms\terrors\tskipped")
-	for _, p := range r.Paced {
+	rows := r.Paced
+	if r.PacedFloor != nil {
+		rows = append(slices.Clone(rows), *r.PacedFloor)
+	}
+	for _, p := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%d\n", p.Name, p.Requests, p.Rate, p.P50, p.P99, p.Max, p.Slow, p.Errors, p.Skipped)
 	}
 	return tw.Flush()

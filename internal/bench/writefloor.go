@@ -79,6 +79,15 @@ func (r *Report) writeFloor(ctx context.Context, dir string) error {
 		return err
 	}
 	r.FloorOneClient = &w
+	if r.opts.PacedRate > 0 {
+		// The disk's own stalls at this pace, with the HTTP of the
+		// service's requests around each append and nothing else.
+		r.progress("floor: paced at %.0f/s for %s", r.opts.PacedRate, r.opts.PacedDuration)
+		p := pace(ctx, client, base, tenants[0], r.opts.PacedRate, r.opts.PacedDuration, imports, seq)
+		p.Name = floorWorkload
+		r.progress("  p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d over 100 ms, %d errors, %d skipped", p.P50, p.P99, p.Max, p.Slow, p.Errors, p.Skipped)
+		r.PacedFloor = &p
+	}
 	return nil
 }
 

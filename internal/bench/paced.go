@@ -31,6 +31,9 @@ type Paced struct {
 	Max     float64 `json:"max_ms"`
 	Slow    int     `json:"slow"`
 	Skipped int     `json:"skipped"`
+	// Stages is where the time went (stages.go): a stall shows in a
+	// stage's p99 and max.
+	Stages []Stage `json:"stages,omitempty"`
 }
 
 // pace drives req at rate for d on tenant t, as an open loop.
@@ -72,8 +75,9 @@ func pace(ctx context.Context, client *http.Client, base string, t tenant, rate 
 func (r *Report) pacedWrites(ctx context.Context, client *http.Client, svc *service, t tenant, seq *atomic.Int64) {
 	for _, wl := range workloads {
 		r.progress("service: %s paced at %.0f/s for %s", wl.name, r.opts.PacedRate, r.opts.PacedDuration)
+		stop := recordStages()
 		p := pace(ctx, client, svc.base, t, r.opts.PacedRate, r.opts.PacedDuration, wl.req, seq)
-		p.Name = wl.name
+		p.Name, p.Stages = wl.name, stop(p.Requests)
 		r.progress("  p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d over 100 ms, %d errors, %d skipped", p.P50, p.P99, p.Max, p.Slow, p.Errors, p.Skipped)
 		r.Paced = append(r.Paced, p)
 	}

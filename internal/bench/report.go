@@ -63,7 +63,16 @@ func (r *Report) writePaced(w io.Writer) error {
 	for _, p := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%d\n", p.Name, p.Requests, p.Rate, p.P50, p.P99, p.Max, p.Slow, p.Errors, p.Skipped)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Paced {
+		fmt.Fprintf(w, "\nStages of %s, paced:\n", p.Name)
+		if err := writeStages(w, p.Stages); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeCluster writes the workloads on the cluster.
@@ -106,16 +115,21 @@ func (r *Report) writeOneClient(w io.Writer) error {
 	}
 	for _, o := range r.OneClient {
 		fmt.Fprintf(w, "\nStages of %s, one client (spans a request had, nested: a use case holds its append):\n", o.Name)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  stage\tper request\tp50 ms\tmean ms")
-		for _, s := range o.Stages {
-			fmt.Fprintf(tw, "  %s\t%.2f\t%.3f\t%.3f\n", s.Name, s.PerRequest, s.P50, s.Mean)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writeStages(w, o.Stages); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeStages writes a stage breakdown.
+func writeStages(w io.Writer, stages []Stage) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  stage\tper request\tp50 ms\tp99 ms\tmax ms\tmean ms")
+	for _, s := range stages {
+		fmt.Fprintf(tw, "  %s\t%.2f\t%.3f\t%.3f\t%.1f\t%.3f\n", s.Name, s.PerRequest, s.P50, s.P99, s.Max, s.Mean)
+	}
+	return tw.Flush()
 }
 
 // write writes the read side: one column per ledger size.

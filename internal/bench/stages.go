@@ -26,8 +26,10 @@ type Stage struct {
 	Name string `json:"name"`
 	// PerRequest is how many such spans a request had, on average.
 	PerRequest float64 `json:"per_request"`
-	// P50 and Mean are its duration in milliseconds.
+	// P50, P99, Max and Mean are its duration in milliseconds.
 	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+	Max  float64 `json:"max_ms"`
 	Mean float64 `json:"mean_ms"`
 }
 
@@ -70,7 +72,8 @@ func recordStages() func(requests int) []Stage {
 			for _, d := range ds {
 				sum += d
 			}
-			out = append(out, Stage{Name: name, PerRequest: float64(len(ds)) / float64(requests), P50: ms(ds[len(ds)/2]), Mean: ms(sum / time.Duration(len(ds)))})
+			out = append(out, Stage{Name: name, PerRequest: float64(len(ds)) / float64(requests), P50: ms(ds[len(ds)/2]), P99: ms(ds[len(ds)*99/100]),
+				Max: ms(ds[len(ds)-1]), Mean: ms(sum / time.Duration(len(ds)))})
 		}
 		slices.SortFunc(out, func(a, b Stage) int { return cmp.Compare(b.Mean, a.Mean) })
 		return out

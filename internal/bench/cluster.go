@@ -90,10 +90,17 @@ func (r *Report) clusterRun(ctx context.Context, dir, url string, n int, client 
 	for _, wl := range workloads {
 		for _, keys := range []int{1, r.opts.Clients} {
 			r.progress("cluster: %s, %d clients on %d key(s) over %d instance(s), %s", wl.name, r.opts.Clients, keys, n, r.opts.Duration)
+			stopProfiles, err := r.startProfiles(fmt.Sprintf("cluster %di %s", n, wl.name), r.opts.Clients, keys)
+			if err != nil {
+				return err
+			}
 			conflicts := appendConflicts(svcs)
 			cpu := processCPU()
 			m := drive(ctx, client, bases, tenants[:keys], r.opts.Clients, r.opts.Duration, 0, wl.req, seq)
 			used := processCPU() - cpu
+			if err := stopProfiles(); err != nil {
+				return err
+			}
 			w := ClusterWorkload{Workload: Workload{Name: wl.name, Clients: r.opts.Clients, Keys: keys, Measure: m}, Instances: n}
 			if m.Requests > 0 {
 				w.CPUMicros = float64(used.Microseconds()) / float64(m.Requests)

@@ -49,6 +49,9 @@ func (s *Service) expireSession(ctx context.Context, partner, id string, now tim
 	if err == nil && after.Purpose == domain.SessionPurposeUpdate && after.Status != domain.SessionOpen {
 		err = s.settleConsent(ctx, partner, after.EnrollmentID, after)
 	}
+	if err == nil {
+		s.cancelIdentity(ctx, after)
+	}
 	return after, err
 }
 
@@ -205,8 +208,7 @@ func (s *Service) RepairKYC(ctx context.Context, sess domain.Session, now time.T
 }
 
 // seedKYC decides identity verification at once for the sandbox's seed
-// donors. Other donors wait for the KYC vendor (the simulator on the
-// sandbox).
+// donors. Other donors go to the identity vendor (StartIdentity).
 func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
 	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
 		return nil

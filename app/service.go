@@ -60,6 +60,8 @@ type Deps struct {
 	Webhooks func(*Service) (Webhooks, error)
 	// Phones verifies donor phones in the hosted flow.
 	Phones sms.Verifier
+	// Identity verifies donors' identity in the hosted flow.
+	Identity IdentityVerifier
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
@@ -94,6 +96,7 @@ type instance struct {
 	counts    *delivery.Counts
 	webhooks  Webhooks
 	phones    sms.Verifier
+	identity  IdentityVerifier
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
@@ -109,13 +112,16 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Phones == nil {
 		return nil, errors.New("app: no phone verifier")
 	}
+	if d.Identity == nil {
+		return nil, errors.New("app: no identity verifier")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
-		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones,
+		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones, identity: d.Identity,
 		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),

@@ -171,6 +171,8 @@ var (
 		Field: "provider", Message: "Choose your payroll provider."})
 	FlowCredentialsMissing = define(Problem{Code: "credentials-missing", Kind: KindInvalid, Status: 422, Title: "Payroll sign-in missing", Flow: true,
 		Field: "username", Message: "Enter the username and password you use with your payroll provider."})
+	FlowIdentityUnavailable = define(Problem{Code: "identity-unavailable", Kind: KindUnavailable, Status: 503, Title: "Identity check unreachable", Flow: true,
+		Field: "identity", Message: "We could not reach the identity check. Please try again in a moment."})
 )
 
 // FlowMessage is the message the flow shows for code, if it shows one.

@@ -211,26 +211,29 @@ func init() {
 
 // Session is the donor session aggregate.
 type Session struct {
-	ID             string        `json:"id"`
-	PartnerID      string        `json:"partner_id"`
-	ChurchID       string        `json:"church_id"`
-	DonorID        string        `json:"donor_id"`
-	Giving         Giving        `json:"giving"`
-	RedirectURL    string        `json:"redirect_url"`
-	TokenHash      string        `json:"token_hash"`
-	CreatedAt      time.Time     `json:"created_at"`
-	ExpiresAt      time.Time     `json:"expires_at"`
-	Expired        bool          `json:"expired"`
-	BindingHash    string        `json:"binding_hash,omitempty"`
-	CodeSentAt     *time.Time    `json:"code_sent_at,omitempty"`
-	CodeAttempts   int           `json:"code_attempts"`
-	Locked         bool          `json:"locked"`
-	PhoneVerified  bool          `json:"phone_verified"`
-	ConsentVersion string        `json:"consent_version,omitempty"`
-	KYC            string        `json:"kyc,omitempty"`
-	PayrollFails   int           `json:"payroll_fails"`
-	EnrollmentID   string        `json:"enrollment_id,omitempty"`
-	Status         SessionStatus `json:"status"`
+	ID             string     `json:"id"`
+	PartnerID      string     `json:"partner_id"`
+	ChurchID       string     `json:"church_id"`
+	DonorID        string     `json:"donor_id"`
+	Giving         Giving     `json:"giving"`
+	RedirectURL    string     `json:"redirect_url"`
+	TokenHash      string     `json:"token_hash"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	Expired        bool       `json:"expired"`
+	BindingHash    string     `json:"binding_hash,omitempty"`
+	CodeSentAt     *time.Time `json:"code_sent_at,omitempty"`
+	CodeAttempts   int        `json:"code_attempts"`
+	Locked         bool       `json:"locked"`
+	PhoneVerified  bool       `json:"phone_verified"`
+	ConsentVersion string     `json:"consent_version,omitempty"`
+	KYC            string     `json:"kyc,omitempty"`
+	// Identity is the identity vendor's id of the verification the donor
+	// was last sent to (IdentityStarted), "" before.
+	Identity     string        `json:"identity,omitempty"`
+	PayrollFails int           `json:"payroll_fails"`
+	EnrollmentID string        `json:"enrollment_id,omitempty"`
+	Status       SessionStatus `json:"status"`
 	// Purpose and Previous are set on re-consent sessions: Giving is the
 	// value asked for, Previous the one the enrollment has.
 	Purpose  SessionPurpose `json:"purpose,omitempty"`
@@ -275,6 +278,8 @@ func (s *Session) Apply(e Event) {
 		if s.Purpose == SessionPurposeUpdate {
 			s.Status = SessionCompleted
 		}
+	case *IdentityStarted:
+		s.Identity = p.Verification
 	case *KYCDecided:
 		s.KYC = p.Outcome
 		if p.Outcome == KYCFailed {
@@ -514,7 +519,8 @@ func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error
 }
 
 // SeedKYC is the sandbox's seed donors: their phone decides the identity
-// outcome at once. Other phones wait for the KYC simulator.
+// outcome at once. Other donors verify at the identity vendor, which on the
+// sandbox is its built-in stand-in (or POST /sandbox/simulate/kyc).
 func SeedKYC(phone string) (string, bool) {
 	switch phone {
 	case "+12025550100":

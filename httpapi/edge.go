@@ -85,9 +85,7 @@ var vendorRoutes = []vendorRoute{
 	{kind: "bank", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Bank }, map[string]func(json.RawMessage, *app.VendorEvent) error{
 		"ach.credit.received": decodeBank,
 	})},
-	{kind: "kyc", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.KYC }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"identity.verification.completed": decodeKYC,
-	})},
+	{kind: "kyc", parse: parseStripeIdentity},
 }
 
 // edge serves one vendor kind's webhooks, counts each by result, and logs
@@ -234,20 +232,5 @@ func decodeBank(raw json.RawMessage, ev *app.VendorEvent) error {
 		return err
 	}
 	ev.Bank = &app.BankCredit{Trace: d.Trace, AccountRef: d.AccountRef, Amount: d.Amount, Currency: d.Currency, BankTS: d.BankTS, ChurchID: d.ChurchID}
-	return nil
-}
-
-type kycData struct {
-	DonorID  string `json:"donor_id"`
-	ChurchID string `json:"church_id"`
-	Outcome  string `json:"outcome"`
-}
-
-func decodeKYC(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d kycData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.KYC = &app.KYCResult{DonorID: d.DonorID, ChurchID: d.ChurchID, Outcome: d.Outcome}
 	return nil
 }

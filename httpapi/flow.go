@@ -52,6 +52,7 @@ func (s *Server) flowRoutes(r *mux.Router) {
 	action("code", s.flowSendCode)
 	action("verify", s.flowCheckCode)
 	action("consent", s.flowConsent)
+	action("identity", s.flowIdentity)
 	action("payroll", s.flowPayroll)
 	r.PathPrefix("/flow/").Handler(flowHeaders(http.HandlerFunc(s.flowUnknown)))
 }
@@ -231,6 +232,9 @@ type flowRequest struct {
 	secret string
 	now    time.Time
 	form   url.Values
+	// redirect, when an action sets it, is where the browser goes next
+	// instead of back to the flow's page: a vendor's hosted page.
+	redirect string
 }
 
 // flowAction handles a form. It returns the flash naming the message to
@@ -291,6 +295,8 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 		to := "/flow/" + token
 		if flash != "" {
 			to += "?e=" + url.QueryEscape(flash)
+		} else if f.redirect != "" {
+			to = f.redirect
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	})

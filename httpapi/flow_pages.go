@@ -64,6 +64,13 @@ type flowView struct {
 	// Reference is what the donor quotes to the partner's support about
 	// the gift: its enrollment id, which the partner has from its events.
 	Reference string
+	// FormOrigin is, on the identity step's page, the identity vendor's
+	// origin, where its form's answer leads: the page's CSP lets forms go
+	// there too.
+	FormOrigin string
+	// Resume is true on the identity step's page for a donor who came back
+	// from the vendor without finishing.
+	Resume bool
 }
 
 // reconsentSteps are the steps of a re-consent session.
@@ -161,12 +168,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
 		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
 	case domain.StepKYC:
-		v.Step = 3
-		if sess.KYC == domain.KYCReview {
-			v.Page, v.Title, v.Poll = "review", "We're reviewing your details", 30
-		} else {
-			v.Page, v.Title, v.Poll = "checking", "Checking your identity", 5
-		}
+		s.identityStep(ctx, sess, &v)
 	case domain.StepPayroll:
 		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
 		v.Providers, v.Sandbox = s.app.PayrollProviders(), s.app.Env() == domain.Sandbox
@@ -324,6 +326,9 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	}
 	if v.Poll > 0 {
 		w.Header().Set("Content-Security-Policy", flowWaitCSP)
+	}
+	if v.FormOrigin != "" {
+		w.Header().Set("Content-Security-Policy", allowFormsTo(w.Header().Get("Content-Security-Policy"), v.FormOrigin))
 	}
 	if origin := v.Brand.LogoOrigin(); origin != "" {
 		w.Header().Set("Content-Security-Policy", allowImagesFrom(w.Header().Get("Content-Security-Policy"), origin))

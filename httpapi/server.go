@@ -13,6 +13,7 @@ import (
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
+	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/telemetry"
 )
 
@@ -53,6 +54,9 @@ type Deps struct {
 	Store *projections.Store
 	// Instances counts the instances that share each key's rate budget.
 	Instances Instances
+	// Standin is the sandbox's identity vendor, whose hosted page the
+	// service serves; nil in production.
+	Standin *simulators.IdentityStandin
 }
 
 // Server serves the API.
@@ -64,6 +68,7 @@ type Server struct {
 	limiter *limiter
 	cursors domain.Cursors
 	router  *mux.Router
+	standin *simulators.IdentityStandin
 
 	// refusals logs rate-limit refusals, sampled.
 	refusals zerolog.Logger
@@ -75,7 +80,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor)}
+	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor), standin: d.Standin}
 	s.refusals = refusalLog(cfg.Log)
 	s.routes()
 	return s, nil
@@ -139,6 +144,7 @@ func (s *Server) routes() {
 		write(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
 	}
 	s.flowRoutes(r)
+	s.standinRoutes(r)
 	s.dashboardRoutes(r)
 	write(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)

@@ -36,7 +36,7 @@ func init() {
 		"donor_session.created", "donor_session.opened", "donor_session.code_sent", "donor_session.code_rejected",
 		"donor_session.phone_verified", "donor_session.locked", "donor_session.consented", "donor_session.kyc_decided",
 		"donor_session.payroll_failed", "donor_session.completed", "donor_session.expired", "donor_session.declined",
-		"donor_session.reconsent_expired",
+		"donor_session.reconsent_expired", "donor_session.identity_started",
 	} {
 		on(t, applySession)
 	}

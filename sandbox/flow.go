@@ -18,16 +18,27 @@ import (
 
 // Answers are what the donor enters in the hosted flow. Empty fields take
 // the sandbox's seed answers: code 000000, payroll sign-in user_good /
-// pass_good.
+// pass_good, and on the identity vendor's page (the sandbox's stand-in,
+// for a donor who is not a seed donor) the outcome IdentityWait.
 type Answers struct {
 	PhoneCode string
 	Username  string
 	Password  string
+	// Identity is the outcome chosen on the identity stand-in's page:
+	// passed, review, failed, or IdentityWait.
+	Identity string
 }
+
+// IdentityWait is the identity stand-in's choice that decides nothing: the
+// donor waits until POST /sandbox/simulate/kyc decides.
+const IdentityWait = "wait"
 
 func (a Answers) withDefaults() Answers {
 	if a.PhoneCode == "" {
 		a.PhoneCode = "000000"
+	}
+	if a.Identity == "" {
+		a.Identity = IdentityWait
 	}
 	if a.Username == "" {
 		a.Username = "user_good"
@@ -62,7 +73,9 @@ const waitEvery = time.Second
 
 // Donor is a donor's browser without JavaScript, walking a hosted flow
 // through its HTML forms: it asks for a code and enters it, ticks both
-// consents, picks the first payroll provider and signs in.
+// consents, goes to the identity vendor's page and answers there (unless
+// the sandbox decides a seed donor at once), picks the first payroll
+// provider and signs in.
 type Donor struct {
 	Answers
 	// Jar is the browser's cookie jar, which the flow binds the session to;
@@ -225,10 +238,16 @@ func result(doc *html.Node) (FlowResult, bool) {
 }
 
 // pickForm chooses the step's main form: entering a code before asking for
-// one, then consent, then payroll.
+// one, then consent, going to the identity vendor and choosing there, then
+// payroll.
 func pickForm(doc *html.Node) *html.Node {
 	forms := findAll(doc, "form")
-	for _, suffix := range []string{"/verify", "/consent", "/payroll", "/code"} {
+	for _, f := range forms {
+		if strings.EqualFold(attr(f, "method"), "post") && strings.Contains(attr(f, "action"), standinPath) {
+			return f
+		}
+	}
+	for _, suffix := range []string{"/verify", "/consent", "/identity", "/payroll", "/code"} {
 		for _, f := range forms {
 			if strings.EqualFold(attr(f, "method"), "post") && strings.HasSuffix(attr(f, "action"), suffix) {
 				if suffix == "/verify" && !hasInputNamed(doc, "code") {
@@ -241,11 +260,16 @@ func pickForm(doc *html.Node) *html.Node {
 	return nil
 }
 
+// standinPath is where the sandbox serves its stand-in of the identity
+// vendor's hosted page.
+const standinPath = "/standin/stripe/identity/"
+
 // fillForm answers a form's fields: hidden fields as they are, every
-// checkbox ticked, the first of each radio group, and the donor's answers.
+// checkbox ticked, the donor's answers, and the first of each other radio
+// group.
 func fillForm(form *html.Node, a Answers) url.Values {
 	v := url.Values{}
-	answers := map[string]string{"code": a.PhoneCode, "username": a.Username, "password": a.Password}
+	answers := map[string]string{"code": a.PhoneCode, "username": a.Username, "password": a.Password, "choice": a.Identity}
 	for _, in := range findAll(form, "input") {
 		name := attr(in, "name")
 		if name == "" {
@@ -255,7 +279,9 @@ func fillForm(form *html.Node, a Answers) url.Values {
 		case "hidden", "checkbox":
 			v.Set(name, attr(in, "value"))
 		case "radio":
-			if v.Get(name) == "" {
+			if answer, ok := answers[name]; ok {
+				v.Set(name, answer)
+			} else if v.Get(name) == "" {
 				v.Set(name, attr(in, "value"))
 			}
 		default:

@@ -188,10 +188,3 @@ func derived(what, request string) string {
 	id, _ := ksuid.FromBytes(sum[:20])
 	return id.String()
 }
-
-// KYC sends the identity verifier's result for a donor.
-func (s *Simulator) KYC(ctx context.Context, churchID, donorID, outcome string) (Answer, error) {
-	return s.send(ctx, "kyc", "identity.verification.completed", "", s.secrets.KYC, map[string]string{
-		"donor_id": donorID, "church_id": churchID, "outcome": outcome,
-	})
-}

@@ -34,8 +34,9 @@ type serveFlags struct {
 	logLevel  string
 	tlsCert   string
 	tlsKey    string
-	vendors   struct{ payroll, bank, kyc string }
+	vendors   struct{ payroll, bank string }
 	twilio    twilioFlags
+	stripe    stripeFlags
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
@@ -56,10 +57,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
-	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
 		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
+	f.stripe.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
@@ -84,7 +85,8 @@ func (f *serveFlags) missingForProduction() []string {
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
 	need("vendor-secret-payroll", f.vendors.payroll)
 	need("vendor-secret-bank", f.vendors.bank)
-	need("vendor-secret-kyc", f.vendors.kyc)
+	need("stripe-secret-key", f.stripe.cfg.SecretKey)
+	need("stripe-webhook-secret", f.stripe.webhookSecret)
 	if f.ledger.natsURL != "" {
 		// Instances on a cluster share one master key: one generated into
 		// each data directory would seal what the others cannot open.
@@ -180,8 +182,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
-		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
+		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier, Stripe: f.stripe.cfg,
+		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.stripe.webhookSecret)},
 		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)

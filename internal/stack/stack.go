@@ -30,6 +30,7 @@ import (
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/telemetry"
+	"github.com/partnergiving/giving/vendors/stripeidentity"
 )
 
 // Config is everything needed to run one instance.
@@ -51,6 +52,11 @@ type Config struct {
 	// SMS verifies donor phones; nil means the sandbox verifier, which only
 	// the sandbox stack may use.
 	SMS sms.Verifier
+	// Stripe is the production identity vendor's API (Stripe Identity):
+	// its secret key and address. The sandbox stack ignores it and runs
+	// its built-in stand-in instead. Stripe's webhook signing secret is
+	// Vendors.KYC.
+	Stripe stripeidentity.Config
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// VaultGrace is how old an unreferenced stored phone gets before the
@@ -188,9 +194,23 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
-	var sim *simulators.Simulator
+	var (
+		sim      *simulators.Simulator
+		standin  *simulators.IdentityStandin
+		identity app.IdentityVerifier
+	)
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+		if standin, err = simulators.NewIdentityStandin(sim, cfg.PublicURL, s.Secrets.Sealer("sandbox-identity-standin")); err != nil {
+			return err
+		}
+		identity = standin
+	} else {
+		client, err := stripeidentity.New(cfg.Stripe)
+		if err != nil {
+			return fmt.Errorf("identity verification: %w", err)
+		}
+		identity = stripeidentity.NewVerifier(client)
 	}
 	verifier := cfg.SMS
 	if verifier == nil {
@@ -206,7 +226,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
-		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
+		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Identity: identity, Simulator: sim, KeyUse: keyUse,
 		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
@@ -226,7 +246,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		FrameAncestors: cfg.FrameAncestors,
 		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
-	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
+	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence, Standin: standin})
 	return err
 }
 
@@ -330,7 +350,7 @@ func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets,
 	}
 	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
 	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
-		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --vendor-secret-kyc")
+		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --stripe-webhook-secret")
 	}
 	return v, nil
 }

@@ -138,10 +138,17 @@ func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string
 	return dep.BankTS, nil
 }
 
-// SimulateKYC sends the identity verifier's decision about a donor. The
-// edge refuses it (409) unless one of the donor's sessions is waiting for
-// identity verification.
+// SimulateKYC sends the identity vendor's decision about a donor (passed,
+// review or failed), as the vendor's own webhook. The edge refuses it (409)
+// unless one of the donor's sessions is waiting for identity verification.
 func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (simulators.Answer, error) {
+	switch outcome {
+	case domain.KYCPassed, domain.KYCReview, domain.KYCFailed:
+	default:
+		var v domain.Validation
+		v.Add("outcome", "must be passed, review or failed")
+		return simulators.Answer{}, v.Err()
+	}
 	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.KYC(ctx, churchID, donorID, outcome)
 	})

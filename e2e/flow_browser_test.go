@@ -247,6 +247,15 @@ func (tb *tab) consent(nextH1 string) {
 	tb.click("#agree", nextH1)
 }
 
+// verifyIdentity goes from the identity step's page to the sandbox's
+// identity stand-in, makes choice there, and waits to be back at nextH1.
+func (tb *tab) verifyIdentity(choice, nextH1 string) {
+	tb.t.Helper()
+	tb.click("#identity", "Verify your identity")
+	tb.run("choose "+choice, chromedp.Click(chromedp.CSS("#choice-"+choice)))
+	tb.click("#finish", nextH1)
+}
+
 func TestFlowInBrowser(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)

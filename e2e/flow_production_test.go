@@ -59,7 +59,7 @@ func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
 		t.Fatalf("the sandbox code worked in production: %s", p.Body)
 	}
 	d.submit("verify", url.Values{"code": {"424242"}}).expect(t, http.StatusOK, "Agree to give")
-	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Checking your identity")
+	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Check your identity")
 	want := []string{
 		"AC1:tok /v2/Services/VA1/Verifications Channel=sms&To=%2B12025550100",
 		"AC1:tok /v2/Services/VA1/VerificationCheck Code=000000&To=%2B12025550100",

@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/vendors/stripeidentity/stripefake"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
 // shipped, once what an operator must replace is filled in: its cluster's
 // and vendors' addresses with loopback ones (the deploy example's own
-// 3-node cluster, a Twilio stand-in), its CHANGE-ME secrets with values.
+// 3-node cluster, a Twilio stand-in, a Stripe fake), its CHANGE-ME secrets
+// with values.
 // Without them it refuses, and names every missing setting in one error.
 func TestProductionStartsFromTheEnvExample(t *testing.T) {
 	t.Parallel()
@@ -35,7 +37,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		t.Fatal("the production stack started with the example's CHANGE-ME values")
 	}
 	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID",
-		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_BANK", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY"} {
+		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_BANK", "GIVING_STRIPE_SECRET_KEY", "GIVING_STRIPE_WEBHOOK_SECRET", "GIVING_MASTER_KEY"} {
 		if !strings.Contains(refused.Stderr, name) {
 			t.Errorf("the refusal does not name %s: %s", name, refused.Stderr)
 		}
@@ -49,6 +51,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
+	stripe := stripefake.Start(stripefake.Config{SecretKey: "sk_live_51EnvExample"})
+	t.Cleanup(stripe.Close)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	// The example's cluster hosts are nats-N.internal:4222; the cluster's
@@ -63,7 +67,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		"GIVING_NATS_URL": natsURL, "GIVING_MASTER_KEY": hex.EncodeToString(key),
 		"GIVING_TWILIO_ACCOUNT_SID": "AC1", "GIVING_TWILIO_AUTH_TOKEN": "token", "GIVING_TWILIO_SERVICE_SID": "VA1",
 		"GIVING_TWILIO_BASE_URL":       twilio.URL,
-		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_BANK": "bank-secret", "GIVING_VENDOR_SECRET_KYC": "kyc-secret",
+		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_BANK": "bank-secret",
+		"GIVING_STRIPE_SECRET_KEY": "sk_live_51EnvExample", "GIVING_STRIPE_WEBHOOK_SECRET": "whsec_envExample", "GIVING_STRIPE_BASE_URL": stripe.URL,
 	}
 	for name := range filled {
 		if _, ok := example[name]; !ok {
@@ -81,7 +86,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "kyc-secret", "CHANGE-ME-CLIENT"} {
+	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "sk_live_51EnvExample", "whsec_envExample", "CHANGE-ME-CLIENT"} {
 		if strings.Contains(srv.Stdout.String()+srv.Stderr.String(), secret) {
 			t.Errorf("the service logged a secret (%.8s...)", secret)
 		}

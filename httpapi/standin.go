@@ -51,6 +51,7 @@ var standinPage = template.Must(template.New("standin").Funcs(template.FuncMap{"
 <meta name="robots" content="noindex, nofollow">
 <title>{{if .Error}}Error: {{end}}Verify your identity (sandbox stand-in for Stripe Identity)</title>
 <link rel="stylesheet" href="{{asset "flow.css"}}">
+<link rel="icon" href="{{asset "icon.svg"}}" type="image/svg+xml">
 </head>
 <body>
 <main id="main">

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,18 @@ func TestSandboxCompleteFlowCommand(t *testing.T) {
 		if tc.r.Code != tc.code || !strings.Contains(tc.r.Stderr, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", tc.name, tc.r.Code, tc.r.Stderr, tc.code, tc.want)
 		}
+	}
+	// A donor who is not a seed goes to the identity stand-in's page and
+	// waits there for the simulator; the same browser then goes on.
+	waiting := openSession(t, c, church, "+12025550123", "pct", "3", "https://localhost/done")
+	state := filepath.Join(t.TempDir(), "donor.json")
+	stop := flow(waiting.URL, "--stop-at-identity", "--state", state)
+	if stop.Code != 0 || !strings.Contains(stop.Stderr, "flow: Verify your identity") || !strings.Contains(stop.Stderr, "the donor waits for identity verification") {
+		t.Fatalf("stop at identity: exit %d\n%s", stop.Code, stop.Stderr)
+	}
+	simulateKYC(t, c, church, waiting.DonorID, "passed")
+	if r := flow(waiting.URL, "--state", state); r.Code != 0 || !domain.ValidID(domain.PrefixEnrollment, strings.TrimSpace(r.Stdout)) {
+		t.Fatalf("after the identity decision: exit %d %q\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// The flow is bound to the first browser: a second one is told so.
 	url := session("+12025550100")

@@ -249,6 +249,12 @@ func TestProductionIdentityThroughStripe(t *testing.T) {
 	if strings.Contains(d.page.Body, "sandbox-note") {
 		t.Fatalf("the production identity page shows the sandbox note: %s", d.page.Body)
 	}
+	// Stripe down: the donor is told to try again, and nothing is recorded.
+	fake.FailNext(stripefake.Failure{Status: http.StatusInternalServerError, Type: "api_error", Message: "An unknown error occurred."})
+	d.submit("identity", nil).expect(t, http.StatusOK, "Check your identity")
+	if !strings.Contains(d.page.Body, "We could not reach the identity check.") || !strings.Contains(ts.Logs.String(), "identity verification could not be started") {
+		t.Fatalf("Stripe down: the page does not say so, or the log does not: %s", d.page.Body)
+	}
 	page := toStripe(t, d, fake)
 	d.post(page.URL, url.Values{"choice": {string(stripefake.Verify)}}).expect(t, http.StatusOK, "Connect your payroll")
 	if !strings.HasPrefix(d.page.URL, s.URL) {
@@ -262,6 +268,9 @@ func TestProductionIdentityThroughStripe(t *testing.T) {
 			continue
 		}
 		creates++
+		if r.Refusal == "injected failure" {
+			continue
+		}
 		want := url.Values{
 			"type": {"document"}, "return_url": {s.URL},
 			"metadata[reference]": {s.DonorID}, "metadata[church_id]": {church}, "metadata[donor_session_id]": {s.ID},
@@ -273,8 +282,8 @@ func TestProductionIdentityThroughStripe(t *testing.T) {
 			t.Fatalf("create headers: %v", r.Header)
 		}
 	}
-	if creates != 1 {
-		t.Fatalf("%d sessions created, want 1", creates)
+	if creates != 2 {
+		t.Fatalf("%d creates, want the failed one and its retry", creates)
 	}
 
 	// Declined: the declined page, and the session is declined.
@@ -298,8 +307,8 @@ func TestProductionIdentityThroughStripe(t *testing.T) {
 		t.Fatalf("%d retrieves, want the return's and the restart's", n)
 	}
 	d.post(again.URL, url.Values{"choice": {string(stripefake.Unverified)}}).expect(t, http.StatusOK, "We're reviewing your details")
-	if n := countCreates(fake); n != 3 {
-		t.Fatalf("%d sessions created for three donors", n)
+	if n := countCreates(fake); n != 4 {
+		t.Fatalf("%d creates for three donors and one failure", n)
 	}
 
 	// Left at Stripe until the session expired: its verification is

@@ -440,3 +440,38 @@ func TestStripeIdentityFixtureAtTheEdge(t *testing.T) {
 		t.Fatalf("a signed body that is no event: %d %s", status, body)
 	}
 }
+
+// TestProductionIdentityInBrowser: in Chromium, the production identity
+// step's form leads to Stripe's hosted page (the fake's) under the page's
+// CSP, which allows that origin alone besides the service; Stripe sends the
+// donor back and the flow goes on to payroll, with no CSP violation.
+func TestProductionIdentityInBrowser(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	ts, fake := productionIdentity(t)
+	c, pid := ts.partner(t, "https://partner.example")
+	church := importChurch(t, c, "Grace Chapel")
+	s := openSession(t, c, church, "+12025550100", "pct", "3", "https://partner.example/done")
+	tb := b.tab(t)
+	tb.open(s.URL, "Confirm it's you")
+	tb.click("#send", "Confirm it's you")
+	tb.typeInto("#code", "424242")
+	tb.click("#confirm", "Agree to give")
+	tb.consent("Check your identity")
+	tb.click("#identity", "Verify your identity")
+	if at := tb.text(`location.origin`); at != fake.URL {
+		t.Fatalf("the identity form led to %s, not Stripe's page at %s", at, fake.URL)
+	}
+	tb.click(`button[value="verify"]`, "Connect your payroll")
+	if at := tb.text(`location.href`); at != s.URL {
+		t.Fatalf("Stripe sent the donor back to %s", at)
+	}
+	for _, m := range tb.messages() {
+		if strings.Contains(m, "Content Security Policy") {
+			t.Fatalf("a CSP violation: %s", m)
+		}
+	}
+	waitFor(t, 10*time.Second, "the session to pass identity", func() bool {
+		return sessionStep(t, ts, pid, s.ID) == domain.StepPayroll
+	})
+}

@@ -50,7 +50,9 @@ func TestStartIdentity(t *testing.T) {
 	if s.Identity != "vs_2" {
 		t.Fatalf("a new verification: %q", s.Identity)
 	}
-	step(t, &s, func(s *domain.Session) (*domain.Event, error) { return domain.DecideKYC(s, domain.KYCReview, "vendor", now) })
+	step(t, &s, func(s *domain.Session) (*domain.Event, error) {
+		return domain.DecideKYC(s, domain.KYCReview, "vendor", now)
+	})
 	if _, err := domain.StartIdentity(&s, "vs_3", now); !errors.Is(err, domain.ErrWrongStep) {
 		t.Fatalf("in review: %v, want ErrWrongStep", err)
 	}

@@ -15,10 +15,12 @@ import (
 	"github.com/partnergiving/giving/telemetry"
 )
 
-// The vendor edge: one inbound webhook route per vendor kind. Vendors sign
-// each request like the service signs its own webhooks (Vendor-Signature:
-// t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">) with their own secret.
-// A request is verified on its raw body, normalised into a domain command,
+// The vendor edge: one inbound webhook route per vendor kind, each speaking
+// its vendor's wire format: Stripe Identity's events with Stripe-Signature
+// at /edge/kyc (edge_kyc.go); the service's own envelope, signed like its
+// own webhooks (Vendor-Signature: t=<unix>,v1=<hex HMAC-SHA256 of
+// "<t>.<raw body>">), at the others, until their vendors' formats replace
+// it. A request is verified on its raw body, normalised into a domain command,
 // appended, and acknowledged with 2xx only once the append is durable. A
 // vendor event id seen before is acknowledged again without a second effect.
 

@@ -31,13 +31,10 @@ type IdentityCheck struct {
 	// must be started). It is short-lived and single-use at some vendors:
 	// it goes to the donor's browser and nowhere else.
 	URL string
-	// Outcome is the vendor's decision when it made one (KYCPassed,
-	// KYCReview, KYCFailed), or KYCPending; the service records a decision
-	// only from the vendor's signed webhook.
-	Outcome string
 	// Open means the donor has not submitted anything to decide on (they
 	// left the vendor's page, or have not reached it): they can start
-	// again.
+	// again. Otherwise the vendor is checking, or has decided: the service
+	// records a decision only from the vendor's signed webhook.
 	Open bool
 }
 

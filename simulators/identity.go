@@ -75,13 +75,13 @@ func (st *IdentityStandin) StartIdentity(_ context.Context, r domain.IdentityReq
 		return domain.IdentityCheck{}, err
 	}
 	token := base64.RawURLEncoding.EncodeToString(st.sealer.Seal(raw, standinAAD))
-	return domain.IdentityCheck{ID: verificationID(token), URL: st.base + StandinPath + token, Outcome: domain.KYCPending, Open: true}, nil
+	return domain.IdentityCheck{ID: verificationID(token), URL: st.base + StandinPath + token, Open: true}, nil
 }
 
 // CheckIdentity answers that the verification is being checked: the
 // stand-in keeps nothing to know better by.
 func (st *IdentityStandin) CheckIdentity(_ context.Context, id string) (domain.IdentityCheck, error) {
-	return domain.IdentityCheck{ID: id, Outcome: domain.KYCPending}, nil
+	return domain.IdentityCheck{ID: id}, nil
 }
 
 // CancelIdentity has nothing to cancel: a page of an expired session still

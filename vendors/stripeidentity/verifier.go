@@ -86,11 +86,9 @@ func check(s Session) domain.IdentityCheck {
 	outcome, _ := s.Outcome()
 	switch {
 	case s.Status == StatusCanceled:
-		c.Outcome, c.Open = domain.KYCPending, true
+		c.Open = true
 	case s.Status == StatusRequiresInput && outcome == Pending:
-		c.Outcome, c.Open, c.URL = domain.KYCPending, true, s.URL
-	default:
-		c.Outcome = string(outcome)
+		c.Open, c.URL = true, s.URL
 	}
 	return c
 }

@@ -238,6 +238,11 @@ func TestProductionIdentityThroughStripe(t *testing.T) {
 	church := importChurch(t, c, "Grace")
 	phone := "+12025550100"
 
+	// Production has no stand-in: its page is an ordinary 404.
+	if p := newDonorBrowser(t, ts.URL+standinPrefix+"anything", nil).open(""); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "/problems/not-found") {
+		t.Fatalf("the stand-in's page in production: %d %s", p.Status, p.Body)
+	}
+
 	// Passed: to Stripe and back, and on to payroll.
 	s := openSession(t, c, church, phone, "pct", "2", "https://partner.example/back")
 	d := newDonorBrowser(t, s.URL, nil)

@@ -18,8 +18,9 @@ import (
 // the flow's own pages: the identity step sends the donor here as
 // production sends them to Stripe. The donor chooses how the verification
 // ends; the stand-in sends Stripe's webhook through the production edge and
-// the donor goes back to the flow. Like Stripe's page it needs no API key:
-// its address is the donor's alone.
+// the donor goes back to the flow. Like Stripe's page it needs no API key
+// and sets no cookie: its address is the donor's alone, so its form needs
+// no CSRF token either.
 
 const standinCSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 

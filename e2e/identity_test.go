@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -478,5 +479,34 @@ func TestProductionIdentityInBrowser(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the session to pass identity", func() bool {
 		return sessionStep(t, ts, pid, s.ID) == domain.StepPayroll
+	})
+}
+
+// TestIdentityStandinOnAnotherInstance: the stand-in keeps no state, so a
+// page one instance issued opens, and decides, on another instance sharing
+// the ledger and the master key.
+func TestIdentityStandinOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	a := startStack(t, withNATSListen("127.0.0.1:0"))
+	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startStack(t, withNATSURL(a.Ledger.ClientURL()), withMasterKey(strings.TrimSpace(string(key))))
+	c, _ := a.partner(t)
+	church := importChurch(t, c, "Grace")
+	s := openSession(t, c, church, "+12025550123", "pct", "3", "https://partner.example/back")
+	d := newDonorBrowser(t, s.URL, nil)
+	verifiedDonor(t, d)
+	page := d.submit("identity", nil)
+	if !strings.HasPrefix(page.URL, a.URL+standinPrefix) {
+		t.Fatalf("instance a sent the donor to %s", page.URL)
+	}
+	onB := b.URL + strings.TrimPrefix(page.URL, a.URL)
+	req, _ := http.NewRequest(http.MethodGet, onB, nil)
+	d.do(req).expect(t, http.StatusOK, "Verify your identity")
+	d.post(onB, url.Values{"choice": {"passed"}})
+	waitFor(t, 10*time.Second, "the flow to go on to payroll", func() bool {
+		return d.open("").h1() == "Connect your payroll"
 	})
 }

@@ -135,10 +135,15 @@ type stripeEdge struct {
 
 func newStripeEdge(t *testing.T) *stripeEdge {
 	e := &stripeEdge{}
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(e.target.Load())
-		r.Out.Host = r.Out.URL.Host
-	}}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(e.target.Load())
+			r.Out.Host = r.Out.URL.Host
+		},
+		// A webhook still on its way when the test ends finds the stack
+		// gone: the fake records the 502.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
+	}
 	e.srv = httptest.NewServer(proxy)
 	t.Cleanup(e.srv.Close)
 	return e

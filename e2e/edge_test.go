@@ -57,8 +57,9 @@ func completeSession(t *testing.T, ts *testStack, c *apitest.Client, partnerID, 
 			return domain.DecideKYC(cur, domain.KYCPassed, "test", now)
 		},
 		func(cur *domain.Session, now time.Time) (*domain.Event, error) {
-			return domain.CompleteSession(cur, domain.NewID(domain.PrefixEnrollment), "test", now)
+			return domain.StartSwitch(cur, domain.NewID(domain.PrefixEnrollment), "", now)
 		},
+		domain.CompleteSession,
 	}
 	var final domain.Session
 	for _, step := range steps {

@@ -77,6 +77,9 @@ func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollm
 // returns the edge's answer. Truv, the payroll vendor, reports no end of
 // employment, so left_employer has no webhook to simulate.
 func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (simulators.Answer, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return simulators.Answer{}, err
+	}
 	if reason != domain.EndSwitchReverted {
 		var v domain.Validation
 		v.Add("reason", "must be %s: the payroll vendor reports no end of employment", domain.EndSwitchReverted)

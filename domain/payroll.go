@@ -56,8 +56,8 @@ const (
 	// PayrollWaiting: the widget was opened and the vendor has not said
 	// how it went.
 	PayrollWaiting PayrollState = "waiting"
-	// PayrollRefused: the vendor reported the last attempt failed; the
-	// donor may try again.
+	// PayrollRefused: the vendor reported a failure since the widget last
+	// opened; the donor may try again.
 	PayrollRefused PayrollState = "refused"
 )
 
@@ -66,7 +66,7 @@ func (s *Session) Payroll() PayrollState {
 	switch {
 	case s.SwitchStarts == 0:
 		return PayrollNotStarted
-	case s.PayrollFails >= s.SwitchStarts:
+	case s.SwitchRefused:
 		return PayrollRefused
 	}
 	return PayrollWaiting

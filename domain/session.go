@@ -234,12 +234,15 @@ type Session struct {
 	PayrollFails   int        `json:"payroll_fails"`
 	// SwitchStarts counts the openings of the payroll vendor's widget, and
 	// SwitchEnrollment names the enrollment the switch creates.
-	SwitchStarts     int           `json:"switch_starts,omitempty"`
-	SwitchEnrollment string        `json:"switch_enrollment_id,omitempty"`
-	VendorUser       string        `json:"vendor_user,omitempty"`
-	SwitchStartedAt  time.Time     `json:"switch_started_at,omitzero"`
-	EnrollmentID     string        `json:"enrollment_id,omitempty"`
-	Status           SessionStatus `json:"status"`
+	SwitchStarts     int       `json:"switch_starts,omitempty"`
+	SwitchEnrollment string    `json:"switch_enrollment_id,omitempty"`
+	VendorUser       string    `json:"vendor_user,omitempty"`
+	SwitchStartedAt  time.Time `json:"switch_started_at,omitzero"`
+	// SwitchRefused is true when the vendor's last word since the widget
+	// last opened is a failure.
+	SwitchRefused bool          `json:"switch_refused,omitempty"`
+	EnrollmentID  string        `json:"enrollment_id,omitempty"`
+	Status        SessionStatus `json:"status"`
 	// Purpose and Previous are set on re-consent sessions: Giving is the
 	// value asked for, Previous the one the enrollment has.
 	Purpose  SessionPurpose `json:"purpose,omitempty"`
@@ -293,6 +296,7 @@ func (s *Session) Apply(e Event) {
 		s.KYC, s.Status = KYCFailed, SessionDeclined
 	case *PayrollSwitchStarted:
 		s.SwitchStarts++
+		s.SwitchRefused = false
 		s.SwitchStartedAt = e.OccurredAt
 		s.SwitchEnrollment = p.EnrollmentID
 		if p.VendorUser != "" {
@@ -300,6 +304,7 @@ func (s *Session) Apply(e Event) {
 		}
 	case *PayrollFailed:
 		s.PayrollFails++
+		s.SwitchRefused = true
 	case *DonorSessionCompleted:
 		s.EnrollmentID, s.Status = p.EnrollmentID, SessionCompleted
 	case *DonorSessionExpired, *ReconsentExpired:

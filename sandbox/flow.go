@@ -331,6 +331,9 @@ func pageError(doc *html.Node) string {
 	var msgs []string
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && hasAttr(n, "hidden") {
+			return
+		}
 		if n.Type == html.ElementNode && (hasClass(n, "error") || attr(n, "role") == "alert") {
 			msgs = append(msgs, strings.TrimPrefix(strings.Join(strings.Fields(text(n)), " "), "Error: "))
 			return
@@ -341,6 +344,10 @@ func pageError(doc *html.Node) string {
 	}
 	walk(doc)
 	return strings.Join(msgs, "; ")
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	return slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == key })
 }
 
 func hasClass(n *html.Node, class string) bool {

@@ -74,14 +74,3 @@ func TestStartIdentity(t *testing.T) {
 		t.Fatalf("once decided: %v, want ErrWrongStep", err)
 	}
 }
-
-// session is a partner's session as the projections hold it.
-func (in *instance) session(t *testing.T, partner, id string) domain.Session {
-	t.Helper()
-	in.catchUp(t)
-	s, ok, err := in.Store.Session(partner, id)
-	if err != nil || !ok {
-		t.Fatalf("session %s: %v", id, err)
-	}
-	return s
-}

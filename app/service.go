@@ -62,6 +62,10 @@ type Deps struct {
 	Phones sms.Verifier
 	// Identity verifies donors' identity in the hosted flow.
 	Identity IdentityVerifier
+	// Payroll is the payroll-connectivity vendor, Bank the bank holding
+	// the churches' deposit accounts.
+	Payroll Payroll
+	Bank    Bank
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
@@ -97,6 +101,8 @@ type instance struct {
 	webhooks  Webhooks
 	phones    sms.Verifier
 	identity  IdentityVerifier
+	payroll   Payroll
+	bank      Bank
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
@@ -115,6 +121,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Identity == nil {
 		return nil, errors.New("app: no identity verifier")
 	}
+	if d.Payroll == nil || d.Bank == nil {
+		return nil, errors.New("app: no payroll vendor or no bank")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -122,6 +131,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones, identity: d.Identity,
+		payroll: d.Payroll, bank: d.Bank,
 		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),

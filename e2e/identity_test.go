@@ -15,7 +15,6 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/internal/stack"
-	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/vendors/stripeidentity"
 	"github.com/partnergiving/giving/vendors/stripeidentity/stripefake"
 )
@@ -157,30 +156,6 @@ func (e *stripeEdge) pointAt(t *testing.T, base string) {
 	e.target.Store(u)
 }
 
-// twilioFake is Twilio Verify for a production stack's phone step: every
-// code but 424242 is wrong.
-func twilioFake(t *testing.T) sms.Verifier {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/Verifications"):
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"status":"pending"}`))
-		case r.PostForm.Get("Code") == "424242":
-			_, _ = w.Write([]byte(`{"status":"approved","valid":true}`))
-		default:
-			_, _ = w.Write([]byte(`{"status":"pending","valid":false}`))
-		}
-	}))
-	t.Cleanup(srv.Close)
-	tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: srv.URL, AccountSID: "AC1", AuthToken: "tok", ServiceSID: "VA1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tw
-}
-
 const (
 	stripeKey    = "sk_live_51ProductionIdentityTest"
 	stripeSecret = "whsec_productionIdentityTest"
@@ -195,14 +170,24 @@ func withStripe(fake *stripefake.Server) stackOption {
 	}
 }
 
-// productionIdentity is a production stack whose identity vendor is a
-// Stripe fake sending its webhooks to the stack's edge.
-func productionIdentity(t *testing.T, opts ...stackOption) (*testStack, *stripefake.Server) {
+// startStripe starts a Stripe fake for a production stack started after
+// it: withStripe(fake) configures the stack, and edge.pointAt(t, ts.URL)
+// then sends the fake's webhooks to the stack's /edge/kyc.
+func startStripe(t *testing.T) (*stripefake.Server, *stripeEdge) {
 	t.Helper()
 	edge := newStripeEdge(t)
 	fake := stripefake.Start(stripefake.Config{SecretKey: stripeKey, WebhookURL: edge.srv.URL + "/edge/kyc", WebhookSecret: stripeSecret})
 	t.Cleanup(fake.Close)
-	opts = append([]stackOption{withEnv(domain.Production), withSMS(twilioFake(t)), withStripe(fake)}, opts...)
+	return fake, edge
+}
+
+// productionIdentity is a production stack whose identity vendor is a
+// Stripe fake sending its webhooks to the stack's edge, and whose phone
+// codes (424242) come from a Twilio fake.
+func productionIdentity(t *testing.T, opts ...stackOption) (*testStack, *stripefake.Server) {
+	t.Helper()
+	fake, edge := startStripe(t)
+	opts = append([]stackOption{withEnv(domain.Production), withSMS(startTwilio(t, "424242").verifier), withStripe(fake)}, opts...)
 	ts := startStack(t, opts...)
 	edge.pointAt(t, ts.URL)
 	return ts, fake

@@ -15,6 +15,7 @@ import (
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/vendors/stripeidentity/stripefake"
+	"github.com/partnergiving/giving/vendors/truv/truvfake"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
@@ -37,7 +38,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		t.Fatal("the production stack started with the example's CHANGE-ME values")
 	}
 	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID",
-		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_BANK", "GIVING_STRIPE_SECRET_KEY", "GIVING_STRIPE_WEBHOOK_SECRET", "GIVING_MASTER_KEY"} {
+		"GIVING_TRUV_CLIENT_ID", "GIVING_TRUV_SECRET", "GIVING_VENDOR_SECRET_BANK", "GIVING_STRIPE_SECRET_KEY", "GIVING_STRIPE_WEBHOOK_SECRET", "GIVING_MASTER_KEY"} {
 		if !strings.Contains(refused.Stderr, name) {
 			t.Errorf("the refusal does not name %s: %s", name, refused.Stderr)
 		}
@@ -51,6 +52,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
+	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
+	t.Cleanup(truvAPI.Close)
 	stripe := stripefake.Start(stripefake.Config{SecretKey: "sk_live_51EnvExample"})
 	t.Cleanup(stripe.Close)
 	key := make([]byte, 32)
@@ -66,9 +69,11 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		"GIVING_DATA": t.TempDir(), "GIVING_ADDR": freeAddr(t), "GIVING_METRICS_ADDR": freeAddr(t),
 		"GIVING_NATS_URL": natsURL, "GIVING_MASTER_KEY": hex.EncodeToString(key),
 		"GIVING_TWILIO_ACCOUNT_SID": "AC1", "GIVING_TWILIO_AUTH_TOKEN": "token", "GIVING_TWILIO_SERVICE_SID": "VA1",
-		"GIVING_TWILIO_BASE_URL":       twilio.URL,
-		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_BANK": "bank-secret",
-		"GIVING_STRIPE_SECRET_KEY": "sk_live_51EnvExample", "GIVING_STRIPE_WEBHOOK_SECRET": "whsec_envExample", "GIVING_STRIPE_BASE_URL": stripe.URL,
+		"GIVING_TWILIO_BASE_URL": twilio.URL,
+		"GIVING_TRUV_CLIENT_ID":  "truv-client", "GIVING_TRUV_SECRET": "truv-secret", "GIVING_TRUV_BASE_URL": truvAPI.URL,
+		"GIVING_TRUV_BRIDGE_SCRIPT_URL": truvAPI.BridgeScriptURL(),
+		"GIVING_VENDOR_SECRET_BANK":     "bank-secret",
+		"GIVING_STRIPE_SECRET_KEY":      "sk_live_51EnvExample", "GIVING_STRIPE_WEBHOOK_SECRET": "whsec_envExample", "GIVING_STRIPE_BASE_URL": stripe.URL,
 	}
 	for name := range filled {
 		if _, ok := example[name]; !ok {
@@ -86,7 +91,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "sk_live_51EnvExample", "whsec_envExample", "CHANGE-ME-CLIENT"} {
+	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "truv-secret", "bank-secret", "sk_live_51EnvExample", "whsec_envExample", "CHANGE-ME-CLIENT"} {
 		if strings.Contains(srv.Stdout.String()+srv.Stderr.String(), secret) {
 			t.Errorf("the service logged a secret (%.8s...)", secret)
 		}

@@ -54,7 +54,10 @@ func withEnv(env domain.Environment) stackOption {
 		if env == domain.Production {
 			// Production refuses to start without its vendors. These point
 			// nowhere; tests that use a vendor set their own (withSMS).
-			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("whsec_prod-kyc")}
+			c.Vendors = httpapi.VendorSecrets{Bank: []byte("prod-bank"), KYC: []byte("whsec_prod-kyc")}
+			if c.Truv.Secret == "" {
+				c.Truv = stack.TruvConfig{ClientID: "truv-prod", Secret: "prod-payroll", BaseURL: "http://127.0.0.1:1"}
+			}
 			if c.Stripe.SecretKey == "" {
 				c.Stripe = stripeidentity.Config{SecretKey: "sk_live_nowhere", BaseURL: "http://127.0.0.1:1"}
 			}

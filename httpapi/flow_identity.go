@@ -17,7 +17,7 @@ import (
 // flow's page (the wait) when the vendor is checking what they submitted.
 func (s *Server) flowIdentity(ctx context.Context, f *flowRequest) (string, error) {
 	page, err := s.app.StartIdentity(ctx, f.sess, f.now)
-	f.redirect = page
+	f.next = page
 	return "", err
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
-	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/telemetry"
 )
 
@@ -58,9 +57,6 @@ type Deps struct {
 	Store *projections.Store
 	// Instances counts the instances that share each key's rate budget.
 	Instances Instances
-	// Standin is the sandbox's identity vendor, whose hosted page the
-	// service serves; nil in production.
-	Standin *simulators.IdentityStandin
 }
 
 // Server serves the API.
@@ -72,7 +68,6 @@ type Server struct {
 	limiter *limiter
 	cursors domain.Cursors
 	router  *mux.Router
-	standin *simulators.IdentityStandin
 
 	// refusals logs rate-limit refusals, sampled.
 	refusals zerolog.Logger
@@ -84,7 +79,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor), standin: d.Standin}
+	s := &Server{cfg: cfg, log: cfg.Log, app: d.App, store: d.Store, limiter: lim, cursors: domain.NewCursors(cfg.Keys.Cursor)}
 	s.refusals = refusalLog(cfg.Log)
 	s.routes()
 	return s, nil
@@ -151,7 +146,6 @@ func (s *Server) routes() {
 		r.PathPrefix("/standin/" + name + "/").Handler(http.StripPrefix("/standin/"+name, h))
 	}
 	s.flowRoutes(r)
-	s.standinRoutes(r)
 	s.dashboardRoutes(r)
 	write(http.MethodPost, "/v1/webhook_endpoints", s.createWebhookEndpoint)
 	partner(http.MethodGet, "/v1/webhook_endpoints", s.listWebhookEndpoints)

@@ -185,8 +185,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors:  httpapi.VendorSecrets{Bank: []byte(f.vendors.bank), KYC: []byte(f.stripe.webhookSecret)},
-		Truv:     f.truv.cfg, Stripe: f.stripe.cfg,
+		Vendors: httpapi.VendorSecrets{Bank: []byte(f.vendors.bank), KYC: []byte(f.stripe.webhookSecret)},
+		Truv:    f.truv.cfg, Stripe: f.stripe.cfg,
 		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)

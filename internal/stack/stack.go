@@ -198,23 +198,9 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
-	var (
-		sim      *simulators.Simulator
-		standin  *simulators.IdentityStandin
-		identity app.IdentityVerifier
-	)
+	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
 		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
-		if standin, err = simulators.NewIdentityStandin(sim, cfg.PublicURL, s.Secrets.Sealer("sandbox-identity-standin")); err != nil {
-			return err
-		}
-		identity = standin
-	} else {
-		client, err := stripeidentity.New(cfg.Stripe)
-		if err != nil {
-			return fmt.Errorf("identity verification: %w", err)
-		}
-		identity = stripeidentity.NewVerifier(client)
 	}
 	verifier := cfg.SMS
 	if verifier == nil {
@@ -227,9 +213,16 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	identity, identityStandIn, err := s.identityVendor(sim)
+	if err != nil {
+		return err
+	}
 	standIns := map[string]http.Handler{}
 	if payrollStandIn != nil {
 		standIns["truv"] = payrollStandIn
+	}
+	if identityStandIn != nil {
+		standIns["stripe"] = identityStandIn
 	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
@@ -259,7 +252,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		FrameAncestors: cfg.FrameAncestors, StandIns: standIns,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
-	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence, Standin: standin})
+	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }
 

@@ -66,6 +66,9 @@ type Deps struct {
 	KeyUse *keyuse.Store
 	// Dashboard keeps the dashboard's sign-in links and sessions.
 	Dashboard *dashboard.Grants
+	// Bank holds the churches' deposit accounts and names the church of a
+	// credit.
+	Bank Bank
 }
 
 // Service runs the use cases of one instance. Under binds it to one
@@ -97,6 +100,7 @@ type instance struct {
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
+	bank      Bank
 
 	flowKey     []byte
 	webhookSeal *secrets.Sealer
@@ -109,6 +113,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Phones == nil {
 		return nil, errors.New("app: no phone verifier")
 	}
+	if d.Bank == nil {
+		return nil, errors.New("app: no bank")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -116,7 +123,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones,
-		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
+		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, bank: d.Bank, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/vendors/increase/increasefake"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
@@ -35,7 +36,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		t.Fatal("the production stack started with the example's CHANGE-ME values")
 	}
 	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID",
-		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_BANK", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY"} {
+		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY",
+		"GIVING_INCREASE_API_KEY", "GIVING_INCREASE_WEBHOOK_SECRET", "GIVING_INCREASE_ACCOUNT_ID"} {
 		if !strings.Contains(refused.Stderr, name) {
 			t.Errorf("the refusal does not name %s: %s", name, refused.Stderr)
 		}
@@ -49,6 +51,10 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
+	bank := increasefake.New(increasefake.Options{APIKey: "increase-key"})
+	bank.AddAccount("account_church_gifts", "first_internet_bank")
+	bankAPI := httptest.NewServer(bank)
+	t.Cleanup(bankAPI.Close)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	// The example's cluster hosts are nats-N.internal:4222; the cluster's
@@ -63,7 +69,9 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		"GIVING_NATS_URL": natsURL, "GIVING_MASTER_KEY": hex.EncodeToString(key),
 		"GIVING_TWILIO_ACCOUNT_SID": "AC1", "GIVING_TWILIO_AUTH_TOKEN": "token", "GIVING_TWILIO_SERVICE_SID": "VA1",
 		"GIVING_TWILIO_BASE_URL":       twilio.URL,
-		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_BANK": "bank-secret", "GIVING_VENDOR_SECRET_KYC": "kyc-secret",
+		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_KYC": "kyc-secret",
+		"GIVING_INCREASE_API_KEY": "increase-key", "GIVING_INCREASE_WEBHOOK_SECRET": "bank-secret",
+		"GIVING_INCREASE_ACCOUNT_ID": "account_church_gifts", "GIVING_INCREASE_BASE_URL": bankAPI.URL,
 	}
 	for name := range filled {
 		if _, ok := example[name]; !ok {
@@ -81,7 +89,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "kyc-secret", "CHANGE-ME-CLIENT"} {
+	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "increase-key", "kyc-secret", "CHANGE-ME-CLIENT"} {
 		if strings.Contains(srv.Stdout.String()+srv.Stderr.String(), secret) {
 			t.Errorf("the service logged a secret (%.8s...)", secret)
 		}

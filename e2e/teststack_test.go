@@ -54,6 +54,9 @@ func withEnv(env domain.Environment) stackOption {
 			// Production refuses to start without its vendors. These point
 			// nowhere; tests that use a vendor set their own (withSMS).
 			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+			if c.Increase.AccountID == "" {
+				c.Increase = stack.IncreaseConfig{BaseURL: "http://127.0.0.1:1", APIKey: "prod-increase", AccountID: "account_prod"}
+			}
 			if c.SMS == nil {
 				tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: "http://127.0.0.1:1", AccountSID: "AC0", AuthToken: "t", ServiceSID: "VA0"})
 				if err != nil {

@@ -22,7 +22,9 @@ import (
 // appended, and acknowledged with 2xx only once the append is durable. A
 // vendor event id seen before is acknowledged again without a second effect.
 
-// VendorSecrets are the signing secrets of the three vendors.
+// VendorSecrets are the signing secrets of the three vendors. Bank is the
+// shared secret of the Increase event subscription that sends /edge/bank
+// its webhooks (edge_bank.go).
 type VendorSecrets struct {
 	Payroll []byte
 	Bank    []byte
@@ -82,9 +84,7 @@ var vendorRoutes = []vendorRoute{
 		"deposit_switch.confirmed": decodePayroll,
 		"deposit_switch.ended":     decodePayrollEnd,
 	})},
-	{kind: "bank", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Bank }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"ach.credit.received": decodeBank,
-	})},
+	{kind: "bank", parse: parseBank},
 	{kind: "kyc", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.KYC }, map[string]func(json.RawMessage, *app.VendorEvent) error{
 		"identity.verification.completed": decodeKYC,
 	})},
@@ -216,24 +216,6 @@ func decodePayrollEnd(raw json.RawMessage, ev *app.VendorEvent) error {
 		return err
 	}
 	ev.PayrollEnd = &app.PayrollEnd{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID, Reason: d.Reason}
-	return nil
-}
-
-type bankData struct {
-	Trace      string          `json:"trace"`
-	AccountRef string          `json:"account_ref"`
-	Amount     json.RawMessage `json:"amount"`
-	Currency   string          `json:"currency"`
-	BankTS     string          `json:"bank_ts"`
-	ChurchID   string          `json:"church_id"`
-}
-
-func decodeBank(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d bankData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.Bank = &app.BankCredit{Trace: d.Trace, AccountRef: d.AccountRef, Amount: d.Amount, Currency: d.Currency, BankTS: d.BankTS, ChurchID: d.ChurchID}
 	return nil
 }
 

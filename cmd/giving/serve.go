@@ -34,7 +34,8 @@ type serveFlags struct {
 	logLevel  string
 	tlsCert   string
 	tlsKey    string
-	vendors   struct{ payroll, bank, kyc string }
+	vendors   struct{ payroll, kyc string }
+	increase  increaseFlags
 	twilio    twilioFlags
 	webhooks  webhookFlags
 	telemetry telemetryFlags
@@ -55,11 +56,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
-	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
 		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
+	f.increase.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
@@ -83,8 +84,8 @@ func (f *serveFlags) missingForProduction() []string {
 	need("twilio-auth-token", f.twilio.cfg.AuthToken)
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
 	need("vendor-secret-payroll", f.vendors.payroll)
-	need("vendor-secret-bank", f.vendors.bank)
 	need("vendor-secret-kyc", f.vendors.kyc)
+	f.increase.need(need)
 	if f.ledger.natsURL != "" {
 		// Instances on a cluster share one master key: one generated into
 		// each data directory would seal what the others cannot open.
@@ -181,8 +182,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
-		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
+		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.increase.webhookSecret), KYC: []byte(f.vendors.kyc)},
+		Increase: f.increase.cfg, Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {

@@ -83,6 +83,10 @@ type Fake struct {
 	requests       []Request
 	deliveries     []*Delivery
 
+	// keyed serialises requests under an Idempotency-Key, so that two at
+	// once create one object, as at Increase.
+	keyed sync.Mutex
+
 	wg sync.WaitGroup
 }
 
@@ -263,6 +267,8 @@ func (f *Fake) idempotent(r *http.Request, op func(body []byte) (int, []byte)) (
 	if key == "" {
 		return op(body)
 	}
+	f.keyed.Lock()
+	defer f.keyed.Unlock()
 	f.mu.Lock()
 	prev, seen := f.idempotency[key]
 	f.mu.Unlock()

@@ -118,6 +118,9 @@ func TestProductionCreditFromIncrease(t *testing.T) {
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
 	ctx := context.Background()
+	// A donor of the church: their phone never goes to the bank.
+	const phone = "+12025550188"
+	openSession(t, c, church, phone, "pct", "3", "https://partner.example/back")
 
 	acct, err := ts.Bank.DepositAccount(ctx, church)
 	if err != nil {
@@ -131,6 +134,7 @@ func TestProductionCreditFromIncrease(t *testing.T) {
 		if r.Authorization != "Bearer "+bankKey || (r.Method == http.MethodPost && r.IdempotencyKey == "") {
 			t.Fatalf("%s %s: authorization %q, Idempotency-Key %q", r.Method, r.Path, r.Authorization, r.IdempotencyKey)
 		}
+		sweep(t, "a request to Increase", append([]byte(r.Path+" "), r.Body...), []string{phone})
 	}
 
 	// Increase's own simulation of an inbound ACH credit to the number:

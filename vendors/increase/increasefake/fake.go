@@ -67,7 +67,10 @@ type Request struct {
 	Path           string
 	Authorization  string
 	IdempotencyKey string
-	Status         int
+	// Body is what the client sent, for a test to sweep it for what must
+	// never reach the bank (a donor's phone).
+	Body   []byte
+	Status int
 }
 
 // Fake is an in-memory Increase. Its zero value is not usable; call New.
@@ -180,7 +183,9 @@ const (
 
 // ServeHTTP answers Increase's API.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body}
 	status, answer := f.route(r)
 	rec.Status = status
 	f.mu.Lock()

@@ -1,9 +1,11 @@
 // Package increasefake is a local stand-in for the parts of Increase's API
 // the service touches, written from Increase's API reference and its
-// official SDKs: it serves Inbound ACH Transfers and Events, simulates an
-// inbound ACH transfer the way POST /simulations/inbound_ach_transfers does
-// in Increase's sandbox, and delivers the resulting webhooks signed as
-// Increase signs them, retrying until the receiver answers 2xx.
+// official SDKs: it serves Inbound ACH Transfers and Events, opens Account
+// Numbers under the Accounts a test adds (POST /account_numbers) and serves
+// them and the Accounts, simulates an inbound ACH transfer the way
+// POST /simulations/inbound_ach_transfers does in Increase's sandbox, and
+// delivers the resulting webhooks signed as Increase signs them, retrying
+// until the receiver answers 2xx.
 //
 // It checks what a client sends: every request must carry
 // "Authorization: Bearer <the configured key>", paths must be documented
@@ -14,8 +16,10 @@
 //
 // What is the fake's own choice, because Increase does not publish it: the
 // titles and details of errors, the shape of generated ids and trace
-// numbers, the webhook-id of a delivery (the Event id here), and the retry
-// schedule (Options.Retries). State lives in memory, for one process.
+// numbers, account numbers' digits, the webhook-id of a delivery (the Event
+// id here), and the retry schedule (Options.Retries). The Idempotent-Replayed
+// header and an object's idempotency_key are not set. State lives in memory,
+// for one process.
 package increasefake
 
 import (

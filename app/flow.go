@@ -225,55 +225,6 @@ func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Tim
 	return err
 }
 
-// PayrollProviders lists the providers a donor can choose from. Only the
-// sandbox has any until a production payroll vendor is connected.
-func (s *Service) PayrollProviders() []domain.PayrollProvider {
-	if s.cfg.Env != domain.Sandbox {
-		return nil
-	}
-	return domain.SandboxPayrollProviders
-}
-
-// PayrollProvider finds a provider the donor can choose.
-func (s *Service) PayrollProvider(id string) (domain.PayrollProvider, bool) {
-	for _, p := range s.PayrollProviders() {
-		if p.ID == id {
-			return p, true
-		}
-	}
-	return domain.PayrollProvider{}, false
-}
-
-// ConnectPayroll signs the donor in to their payroll provider. On success
-// the session completes, naming a new enrollment, and the enrollment is
-// created (enrollment.created); connected is false when the provider
-// refused the credentials, which the session records.
-func (s *Service) ConnectPayroll(ctx context.Context, sess domain.Session, provider domain.PayrollProvider, user, password string, now time.Time) (connected bool, err error) {
-	s = s.as("app.ConnectPayroll")
-	if sess.Step(now) != domain.StepPayroll {
-		return false, domain.ErrWrongStep
-	}
-	if !domain.SandboxPayrollSignIn(user, password) {
-		_, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-			return domain.FailPayroll(cur, provider.ID, now)
-		})
-		return false, err
-	}
-	enrollment := domain.NewID(domain.PrefixEnrollment)
-	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.CompleteSession(cur, enrollment, provider.ID, now)
-	})
-	if err != nil {
-		return false, err
-	}
-	// If this fails the sweeper (or a reload of the done page) creates it:
-	// the id is in the session.
-	if err := s.ensureEnrollment(ctx, after); err != nil {
-		s.log.Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
-	}
-	return true, nil
-}
-
 // EnsureEnrollment creates a completed session's enrollment if the request
 // that completed it did not get to.
 func (s *Service) EnsureEnrollment(ctx context.Context, sess domain.Session) error {

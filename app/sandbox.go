@@ -66,20 +66,46 @@ func edgeFailed(a simulators.Answer) error {
 	return nil
 }
 
-// SimulatePayrollConnected sends the payroll provider's confirmation of a
-// donor's deposit switch and returns the edge's answer.
+// SimulatePayrollConnected sends the payroll vendor's confirmation of a
+// donor's switch (enrollment.activated) and returns the edge's answer.
 func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (simulators.Answer, error) {
-	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
-		return sim.PayrollConnected(ctx, enrollmentID, churchID)
-	})
+	return s.simulatePayroll(ctx, partner, enrollmentID, churchID, (*simulators.Simulator).PayrollConnected)
 }
 
-// SimulatePayrollEnded sends the payroll provider's notice that a donor's
-// deduction ended (reason left_employer or deposit_switch_reverted) and
-// returns the edge's answer.
+// SimulatePayrollEnded sends the payroll vendor's word that the donor's
+// switch was undone (enrollment.ended, deposit_switch_reverted) and
+// returns the edge's answer. Truv, the payroll vendor, reports no end of
+// employment, so left_employer has no webhook to simulate.
 func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (simulators.Answer, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return simulators.Answer{}, err
+	}
+	if reason != domain.EndSwitchReverted {
+		var v domain.Validation
+		v.Add("reason", "must be %s: the payroll vendor reports no end of employment", domain.EndSwitchReverted)
+		return simulators.Answer{}, v.Err()
+	}
+	return s.simulatePayroll(ctx, partner, enrollmentID, churchID, (*simulators.Simulator).PayrollReverted)
+}
+
+// simulatePayroll sends a payroll vendor webhook about the switch that
+// names enrollmentID. The webhook names the enrollment alone, so the
+// simulator first refuses one that is another church's or another
+// partner's switch (422, as the edge would for a reference it does not
+// know); an id no switch names goes to the edge, which refuses it.
+func (s *Service) simulatePayroll(ctx context.Context, partner, enrollmentID, churchID string, send func(*simulators.Simulator, context.Context, string) (simulators.Answer, error)) (simulators.Answer, error) {
+	if err := s.simulate(partner, churchID); err != nil {
+		return simulators.Answer{}, err
+	}
+	sess, ok, err := s.store.SessionBySwitch(enrollmentID)
+	if err != nil {
+		return simulators.Answer{}, err
+	}
+	if ok && (sess.PartnerID != partner || sess.ChurchID != churchID) {
+		return simulators.Answer{}, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
+	}
 	return s.simulateAnswer(partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
-		return sim.PayrollEnded(ctx, enrollmentID, churchID, reason)
+		return send(sim, ctx, enrollmentID)
 	})
 }
 

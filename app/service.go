@@ -60,15 +60,16 @@ type Deps struct {
 	Webhooks func(*Service) (Webhooks, error)
 	// Phones verifies donor phones in the hosted flow.
 	Phones sms.Verifier
+	// Payroll is the payroll-connectivity vendor, Bank the bank holding
+	// the churches' deposit accounts.
+	Payroll Payroll
+	Bank    Bank
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
 	KeyUse *keyuse.Store
 	// Dashboard keeps the dashboard's sign-in links and sessions.
 	Dashboard *dashboard.Grants
-	// Bank holds the churches' deposit accounts and names the church of a
-	// credit.
-	Bank Bank
 }
 
 // Service runs the use cases of one instance. Under binds it to one
@@ -97,10 +98,11 @@ type instance struct {
 	counts    *delivery.Counts
 	webhooks  Webhooks
 	phones    sms.Verifier
+	payroll   Payroll
+	bank      Bank
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
-	bank      Bank
 
 	flowKey     []byte
 	webhookSeal *secrets.Sealer
@@ -113,8 +115,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Phones == nil {
 		return nil, errors.New("app: no phone verifier")
 	}
-	if d.Bank == nil {
-		return nil, errors.New("app: no bank")
+	if d.Payroll == nil || d.Bank == nil {
+		return nil, errors.New("app: no payroll vendor or no bank")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -123,7 +125,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones,
-		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, bank: d.Bank, flowKey: d.Secrets.Key("flow-token"),
+		payroll: d.Payroll, bank: d.Bank,
+		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),
 	}}

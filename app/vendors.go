@@ -2,9 +2,6 @@ package app
 
 import (
 	"context"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -16,30 +13,13 @@ import (
 // failure part-way runs again and the domain finishes what is missing.
 
 // VendorEvent is one verified vendor webhook. Exactly one of Payroll,
-// PayrollEnd, Bank and KYC is set, matching Kind.
+// Bank and KYC is set, matching Kind.
 type VendorEvent struct {
-	Kind       string // payroll | bank | kyc
-	ID         string // the vendor's event id
-	Payroll    *PayrollConfirmation
-	PayrollEnd *PayrollEnd
-	Bank       *BankCredit
-	KYC        *KYCResult
-}
-
-// PayrollConfirmation is the payroll provider confirming a donor's
-// direct-deposit switch.
-type PayrollConfirmation struct {
-	EnrollmentID string
-	ChurchID     string
-}
-
-// PayrollEnd is the payroll provider reporting that a donor's deduction
-// ended on its side: the donor left the employer, or the deposit switch was
-// reverted.
-type PayrollEnd struct {
-	EnrollmentID string
-	ChurchID     string
-	Reason       string
+	Kind    string // payroll | bank | kyc
+	ID      string // the vendor's event id
+	Payroll *PayrollReport
+	Bank    *BankCredit
+	KYC     *KYCResult
 }
 
 // KYCResult is the identity verifier's decision about a donor.
@@ -60,9 +40,7 @@ func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (chang
 	}
 	switch {
 	case ev.Payroll != nil:
-		changed, err = s.payrollConfirmed(ctx, msgID, *ev.Payroll)
-	case ev.PayrollEnd != nil:
-		changed, err = s.payrollEnded(ctx, msgID, *ev.PayrollEnd)
+		changed, err = s.payrollReported(ctx, msgID, *ev.Payroll)
 	case ev.Bank != nil:
 		changed, err = s.bankCredit(ctx, msgID, *ev.Bank)
 	case ev.KYC != nil:
@@ -105,49 +83,6 @@ func (s *Service) churchOwner(churchID string) (string, error) {
 func (s *Service) runVendor(ctx context.Context, cmd eventlog.Command) (bool, error) {
 	out, err := s.run(ctx, cmd)
 	return err == nil && out.Record != nil && !out.Replayed, err
-}
-
-// payrollConfirmed activates a pending enrollment: exactly once, however
-// often and wherever the confirmation arrives, because activation is a
-// conditional append on the enrollment and an active enrollment decides
-// nothing more.
-func (s *Service) payrollConfirmed(ctx context.Context, msgID string, d PayrollConfirmation) (bool, error) {
-	return s.payrollMove(ctx, msgID, d.EnrollmentID, d.ChurchID, domain.ActivateEnrollment)
-}
-
-// payrollEnded ends an enrollment on the payroll provider's word
-// (enrollment.ended), once: an ended enrollment decides nothing more.
-func (s *Service) payrollEnded(ctx context.Context, msgID string, d PayrollEnd) (bool, error) {
-	if !slices.Contains(domain.EndReasons, d.Reason) {
-		var v domain.Validation
-		v.Add("reason", "must be one of %s", strings.Join(domain.EndReasons, ", "))
-		return false, v.Err()
-	}
-	return s.payrollMove(ctx, msgID, d.EnrollmentID, d.ChurchID, func(e *domain.Enrollment, now time.Time) (*domain.Event, error) {
-		return domain.EndEnrollment(e, d.Reason, now)
-	})
-}
-
-// payrollMove runs the payroll provider's decision on one of a church's
-// enrollments.
-func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID string, decide func(*domain.Enrollment, time.Time) (*domain.Event, error)) (bool, error) {
-	partner, err := s.churchOwner(churchID)
-	if err != nil {
-		return false, err
-	}
-	if !domain.ValidID(domain.PrefixEnrollment, enrollmentID) {
-		return false, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
-	}
-	return s.runVendor(ctx, eventlog.Command{
-		Partner: partner, Aggregate: enrollmentID, MsgID: msgID + ":0",
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			e := domain.Fold[domain.Enrollment](h.Events)
-			if !e.Exists() || e.ChurchID != churchID {
-				return nil, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
-			}
-			return decide(&e, s.Now())
-		},
-	})
 }
 
 // bankCredit reconciles an ACH credit: it is credited to the church and its

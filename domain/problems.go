@@ -167,10 +167,8 @@ var (
 		Field: "consent", Message: "Tick both boxes to continue."})
 	FlowConsentChanged = define(Problem{Code: "consent-changed", Kind: KindConflict, Status: 409, Title: "Consent text changed", Flow: true,
 		Field: "consent", Message: "The terms were updated. Please read them again."})
-	FlowProviderMissing = define(Problem{Code: "provider-missing", Kind: KindInvalid, Status: 422, Title: "Payroll provider missing", Flow: true,
-		Field: "provider", Message: "Choose your payroll provider."})
-	FlowCredentialsMissing = define(Problem{Code: "credentials-missing", Kind: KindInvalid, Status: 422, Title: "Payroll sign-in missing", Flow: true,
-		Field: "username", Message: "Enter the username and password you use with your payroll provider."})
+	FlowPayrollUnavailable = define(Problem{Code: "payroll-unavailable", Kind: KindUnavailable, Status: 503, Title: "Payroll connection service unreachable", Flow: true,
+		Field: "connect", Message: "We could not open the payroll connection just now. Please try again in a moment."})
 )
 
 // FlowMessage is the message the flow shows for code, if it shows one.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/partnergiving/giving/domain"
 )
 
@@ -93,10 +92,7 @@ func TestCertificationSequence(t *testing.T) {
 	tb.open(s.URL, "Confirm it's you")
 	tb.verifyPhone()
 	tb.consent("Connect your payroll")
-	tb.run("choose a provider", chromedp.Click(chromedp.CSS(`input[name=provider]`)))
-	tb.typeInto("#username", "user_good")
-	tb.typeInto("#password", "pass_good")
-	tb.click("#connect", "You're all set")
+	tb.connectPayroll("user_good", "You're all set")
 	created := waitDelivered(t, rc, "enrollment.created", 1)[0]
 	var createdEnv struct {
 		Payload struct {
@@ -345,7 +341,7 @@ func TestSandboxCompleteFlowCommand(t *testing.T) {
 	}{
 		{"declined donor", flow(session("+12025550102")), 1, "ended declined"},
 		{"wrong code", flow(session("+12025550100"), "--phone-code", "123456"), 1, `the flow refused the answers at "Confirm it's you": That code is not right`},
-		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "did not accept that username and password"},
+		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "the payroll widget refused the sign-in"},
 		{"stopping without --state", flow(session("+12025550100"), "--stop-at-identity"), 2, "--stop-at-identity needs --state"},
 		{"not a session url", flow(ts.URL + "/v1/donor_sessions"), 2, "is not a donor session's url"},
 		{"no key", runCLI(t, nil, "sandbox", "complete-flow", session("+12025550100")), 2, "--api-key must be"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/vendors/increase/increasefake"
+	"github.com/partnergiving/giving/vendors/truv/truvfake"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
@@ -36,7 +37,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		t.Fatal("the production stack started with the example's CHANGE-ME values")
 	}
 	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID",
-		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY",
+		"GIVING_TRUV_CLIENT_ID", "GIVING_TRUV_SECRET", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY",
 		"GIVING_INCREASE_API_KEY", "GIVING_INCREASE_WEBHOOK_SECRET", "GIVING_INCREASE_ACCOUNT_ID"} {
 		if !strings.Contains(refused.Stderr, name) {
 			t.Errorf("the refusal does not name %s: %s", name, refused.Stderr)
@@ -51,6 +52,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
+	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
+	t.Cleanup(truvAPI.Close)
 	bank := increasefake.New(increasefake.Options{APIKey: "increase-key"})
 	bank.AddAccount("account_church_gifts", "first_internet_bank")
 	bankAPI := httptest.NewServer(bank)
@@ -68,9 +71,11 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		"GIVING_DATA": t.TempDir(), "GIVING_ADDR": freeAddr(t), "GIVING_METRICS_ADDR": freeAddr(t),
 		"GIVING_NATS_URL": natsURL, "GIVING_MASTER_KEY": hex.EncodeToString(key),
 		"GIVING_TWILIO_ACCOUNT_SID": "AC1", "GIVING_TWILIO_AUTH_TOKEN": "token", "GIVING_TWILIO_SERVICE_SID": "VA1",
-		"GIVING_TWILIO_BASE_URL":       twilio.URL,
-		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_KYC": "kyc-secret",
-		"GIVING_INCREASE_API_KEY": "increase-key", "GIVING_INCREASE_WEBHOOK_SECRET": "bank-secret",
+		"GIVING_TWILIO_BASE_URL": twilio.URL,
+		"GIVING_TRUV_CLIENT_ID":  "truv-client", "GIVING_TRUV_SECRET": "truv-secret", "GIVING_TRUV_BASE_URL": truvAPI.URL,
+		"GIVING_TRUV_BRIDGE_SCRIPT_URL": truvAPI.BridgeScriptURL(),
+		"GIVING_VENDOR_SECRET_KYC":      "kyc-secret",
+		"GIVING_INCREASE_API_KEY":       "increase-key", "GIVING_INCREASE_WEBHOOK_SECRET": "bank-secret",
 		"GIVING_INCREASE_ACCOUNT_ID": "account_church_gifts", "GIVING_INCREASE_BASE_URL": bankAPI.URL,
 	}
 	for name := range filled {
@@ -89,7 +94,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "increase-key", "kyc-secret", "CHANGE-ME-CLIENT"} {
+	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "truv-secret", "bank-secret", "increase-key", "kyc-secret", "CHANGE-ME-CLIENT"} {
 		if strings.Contains(srv.Stdout.String()+srv.Stderr.String(), secret) {
 			t.Errorf("the service logged a secret (%.8s...)", secret)
 		}

@@ -53,7 +53,10 @@ func withEnv(env domain.Environment) stackOption {
 		if env == domain.Production {
 			// Production refuses to start without its vendors. These point
 			// nowhere; tests that use a vendor set their own (withSMS).
-			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+			c.Vendors = httpapi.VendorSecrets{Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+			if c.Truv.Secret == "" {
+				c.Truv = stack.TruvConfig{ClientID: "truv-prod", Secret: "prod-payroll", BaseURL: "http://127.0.0.1:1"}
+			}
 			if c.Increase.AccountID == "" {
 				c.Increase = stack.IncreaseConfig{BaseURL: "http://127.0.0.1:1", APIKey: "prod-increase", AccountID: "account_prod"}
 			}

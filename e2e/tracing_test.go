@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +59,7 @@ func TestTraceFromDonorSessionToDelivery(t *testing.T) {
 	donorTrace, donorSpan := randomHex(16), randomHex(8)
 	d := newDonorBrowser(t, s.URL, traceparentTransport("00-"+donorTrace+"-"+donorSpan+"-01"))
 	verifiedDonor(t, d)
-	d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
+	d.connectPayroll("user_good").expect(t, http.StatusOK, "You're all set")
 	waitFor(t, 15*time.Second, "enrollment.created delivered", func() bool { return hooks.count() > 0 })
 	delivered := hooks.deliveries()[0]
 

@@ -80,10 +80,7 @@ func refuseSignature(status int, err error) error {
 var errVendorIgnored = errors.New("vendor event not used by the service")
 
 var vendorRoutes = []vendorRoute{
-	{kind: "payroll", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Payroll }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"deposit_switch.confirmed": decodePayroll,
-		"deposit_switch.ended":     decodePayrollEnd,
-	})},
+	{kind: "payroll", parse: parseTruv},
 	{kind: "bank", parse: parseBank},
 	{kind: "kyc", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.KYC }, map[string]func(json.RawMessage, *app.VendorEvent) error{
 		"identity.verification.completed": decodeKYC,
@@ -188,35 +185,6 @@ func parseEnvelope(secret func(*Server) []byte, types map[string]func(json.RawMe
 		ev := app.VendorEvent{ID: env.ID}
 		return ev, decode(env.Data, &ev)
 	}
-}
-
-type payrollData struct {
-	EnrollmentID string `json:"enrollment_id"`
-	ChurchID     string `json:"church_id"`
-}
-
-func decodePayroll(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d payrollData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.Payroll = &app.PayrollConfirmation{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID}
-	return nil
-}
-
-type payrollEndData struct {
-	EnrollmentID string `json:"enrollment_id"`
-	ChurchID     string `json:"church_id"`
-	Reason       string `json:"reason"`
-}
-
-func decodePayrollEnd(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d payrollEndData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.PayrollEnd = &app.PayrollEnd{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID, Reason: d.Reason}
-	return nil
 }
 
 type kycData struct {

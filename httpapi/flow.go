@@ -53,6 +53,7 @@ func (s *Server) flowRoutes(r *mux.Router) {
 	action("verify", s.flowCheckCode)
 	action("consent", s.flowConsent)
 	action("payroll", s.flowPayroll)
+	r.Handle("/flow/{token}/connect", flowHeaders(http.HandlerFunc(s.flowConnect))).Methods(http.MethodGet)
 	r.PathPrefix("/flow/").Handler(flowHeaders(http.HandlerFunc(s.flowUnknown)))
 }
 
@@ -231,6 +232,9 @@ type flowRequest struct {
 	secret string
 	now    time.Time
 	form   url.Values
+	// next, when an action sets it, is where the browser goes instead of
+	// the flow's page.
+	next string
 }
 
 // flowAction handles a form. It returns the flash naming the message to
@@ -281,6 +285,8 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			flash = string(de.Code)
 		case errors.Is(err, app.ErrPhoneService):
 			flash = string(domain.FlowSMSFailed.Code)
+		case errors.Is(err, app.ErrPayrollService):
+			flash = string(domain.FlowPayrollUnavailable.Code)
 		case errors.Is(err, app.ErrDonorForgotten):
 			s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 			return
@@ -289,7 +295,9 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			return
 		}
 		to := "/flow/" + token
-		if flash != "" {
+		if err == nil && f.next != "" {
+			to = f.next
+		} else if flash != "" {
 			to += "?e=" + url.QueryEscape(flash)
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
@@ -342,24 +350,17 @@ func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error
 	return "", s.app.Consent(ctx, f.sess, f.form.Get("terms_digest"), f.now)
 }
 
-// flowPayroll signs the donor in to their payroll provider.
+// flowPayroll opens the payroll vendor's widget: it sends the browser to
+// the page that loads it, with the widget's token in the address's
+// fragment, which the browser keeps to itself (it is never sent back, so
+// it is in no log and nothing stores it).
 func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error) {
-	if len(s.app.PayrollProviders()) == 0 {
-		return "", nil
-	}
-	provider, ok := s.app.PayrollProvider(f.form.Get("provider"))
-	if !ok {
-		return string(domain.FlowProviderMissing.Code), nil
-	}
-	user, password := f.form.Get("username"), f.form.Get("password")
-	if strings.TrimSpace(user) == "" || password == "" {
-		return string(domain.FlowCredentialsMissing.Code), nil
-	}
-	connected, err := s.app.ConnectPayroll(ctx, f.sess, provider, user, password, f.now)
-	if err != nil || connected {
+	token, err := s.app.StartPayroll(ctx, f.sess, f.now)
+	if err != nil {
 		return "", err
 	}
-	return "payroll-failed:" + provider.ID, nil
+	f.next = "/flow/" + f.token + "/connect#bridge=" + url.QueryEscape(token)
+	return "", nil
 }
 
 // returnURL is the partner's redirect_url with session_id and status added

@@ -50,9 +50,12 @@ type flowView struct {
 	ConsentText    string
 	ConsentVersion string
 	ConsentDigest  string
-	Providers      []domain.PayrollProvider
-	Provider       string // the provider a failed sign-in was for
-	Sandbox        bool
+	// Payroll is where the payroll switch stands (domain.PayrollState);
+	// WidgetScript and WidgetOpener are the widget page's scripts.
+	Payroll      domain.PayrollState
+	WidgetScript string
+	WidgetOpener template.JS
+	Sandbox      bool
 	// Previous is, on a re-consent session's pages, the amount the donor
 	// gives now, in words (Gift is the one asked for).
 	Previous string
@@ -169,11 +172,12 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		}
 	case domain.StepPayroll:
 		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
-		v.Providers, v.Sandbox = s.app.PayrollProviders(), s.app.Env() == domain.Sandbox
-		if id, ok := strings.CutPrefix(flash, "payroll-failed:"); ok {
-			if p, ok := s.app.PayrollProvider(id); ok {
-				v.Page, v.Title, v.Provider = "payroll_failed", "We couldn't sign you in", p.Name
-			}
+		v.Payroll, v.Sandbox = sess.Payroll(), s.app.Env() == domain.Sandbox
+		switch v.Payroll {
+		case domain.PayrollWaiting:
+			v.Title, v.Poll = "Waiting for your payroll provider", 5
+		case domain.PayrollRefused:
+			v.Title = "We couldn't connect your payroll"
 		}
 	case domain.StepDone:
 		if reconsent {

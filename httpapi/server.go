@@ -36,6 +36,10 @@ type Config struct {
 	// FrameAncestors is the dashboard's CSP frame-ancestors source list:
 	// who may embed it in a frame (empty: nobody, 'none').
 	FrameAncestors string
+	// StandIns are the sandbox's built-in vendors' browser pages (a
+	// payroll widget, an identity check), each served under
+	// /standin/<name>/; none on the production stack.
+	StandIns map[string]http.Handler
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -142,6 +146,9 @@ func (s *Server) routes() {
 		write(http.MethodPost, "/sandbox/simulate/payroll-ended", s.simulatePayrollEnded)
 		write(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
 		write(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
+	}
+	for name, h := range s.cfg.StandIns {
+		r.PathPrefix("/standin/" + name + "/").Handler(http.StripPrefix("/standin/"+name, h))
 	}
 	s.flowRoutes(r)
 	s.dashboardRoutes(r)

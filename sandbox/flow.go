@@ -16,8 +16,9 @@ import (
 	"golang.org/x/net/html"
 )
 
-// Answers are what the donor enters in the hosted flow. Empty fields take
-// the sandbox's seed answers: code 000000, payroll sign-in user_good /
+// Answers are what the donor enters in the hosted flow and in the
+// sandbox's stand-in of the payroll vendor's widget. Empty fields take the
+// sandbox's seed answers: code 000000, payroll sign-in user_good /
 // pass_good.
 type Answers struct {
 	PhoneCode string
@@ -62,7 +63,8 @@ const waitEvery = time.Second
 
 // Donor is a donor's browser without JavaScript, walking a hosted flow
 // through its HTML forms: it asks for a code and enters it, ticks both
-// consents, picks the first payroll provider and signs in.
+// consents, opens the payroll connection and signs in to the sandbox's
+// stand-in of the payroll vendor's widget, as the widget's own form does.
 type Donor struct {
 	Answers
 	// Jar is the browser's cookie jar, which the flow binds the session to;
@@ -103,7 +105,13 @@ func (d *Donor) CompleteFlow(ctx context.Context, start string) (FlowResult, err
 		if res, ok := result(doc); ok {
 			return res, nil
 		}
-		if form := pickForm(doc); form != nil {
+		if isWidgetPage(doc) {
+			if doc, err = w.connect(ctx, doc); err != nil {
+				return FlowResult{}, err
+			}
+			continue
+		}
+		if form := pickForm(doc); form != nil && !isWaitPage(doc) {
 			if steps++; steps > 20 {
 				return FlowResult{}, errors.New("the flow did not finish after 20 forms")
 			}
@@ -207,6 +215,56 @@ func (w *walker) do(ctx context.Context, method, target string, form url.Values)
 	return doc, nil
 }
 
+// isWidgetPage recognises the page that opens the payroll vendor's widget
+// by the vendor's script it loads.
+func isWidgetPage(doc *html.Node) bool { return widgetScript(doc) != "" }
+
+// widgetScript is the address of the payroll widget's script on the page,
+// or "".
+func widgetScript(doc *html.Node) string {
+	for _, sc := range findAll(doc, "script") {
+		if src := attr(sc, "src"); strings.HasSuffix(src, "/bridge.js") {
+			return src
+		}
+	}
+	return ""
+}
+
+// connect does in the sandbox's stand-in of the payroll vendor's widget
+// what its window does in a browser: it opens the widget with the token
+// the page's address carries in its fragment, signs in with the donor's
+// payroll answers, and comes back to the flow's page.
+func (w *walker) connect(ctx context.Context, doc *html.Node) (*html.Node, error) {
+	at, err := url.Parse(w.at)
+	if err != nil {
+		return nil, err
+	}
+	frag, _ := url.ParseQuery(at.EscapedFragment())
+	token := frag.Get("bridge")
+	script, err := at.Parse(widgetScript(doc))
+	if err != nil || token == "" {
+		return nil, errors.New("the payroll connection page carries no widget token")
+	}
+	widget := strings.TrimSuffix(script.String(), "/bridge.js") + "/bridge/" + url.PathEscape(token)
+	page, err := w.get(ctx, widget)
+	if err != nil {
+		return nil, err
+	}
+	forms := findAll(page, "form")
+	if len(forms) == 0 {
+		return nil, fmt.Errorf("the payroll widget shows %q and no form", heading(page))
+	}
+	body := fillForm(forms[0], w.answers)
+	if page, err = w.do(ctx, http.MethodPost, widget, body); err != nil {
+		return nil, err
+	}
+	if msg := pageError(page); msg != "" {
+		return nil, fmt.Errorf("the payroll widget refused the sign-in: %s", msg)
+	}
+	at.Path, at.Fragment = strings.TrimSuffix(at.Path, "/connect"), ""
+	return w.get(ctx, at.String())
+}
+
 // result reads the end of the flow from the link back to the partner,
 // which carries session_id and status: the confirmation page (completed) or
 // the declined page.
@@ -273,6 +331,9 @@ func pageError(doc *html.Node) string {
 	var msgs []string
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && hasAttr(n, "hidden") {
+			return
+		}
 		if n.Type == html.ElementNode && (hasClass(n, "error") || attr(n, "role") == "alert") {
 			msgs = append(msgs, strings.TrimPrefix(strings.Join(strings.Fields(text(n)), " "), "Error: "))
 			return
@@ -283,6 +344,10 @@ func pageError(doc *html.Node) string {
 	}
 	walk(doc)
 	return strings.Join(msgs, "; ")
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	return slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == key })
 }
 
 func hasClass(n *html.Node, class string) bool {
@@ -298,7 +363,8 @@ func hasInputNamed(doc *html.Node, name string) bool {
 	return false
 }
 
-// isWaitPage recognises the identity-wait pages by their "Check again" link.
+// isWaitPage recognises the pages that wait for a vendor (identity
+// verification, the payroll provider's word) by their "Check again" link.
 func isWaitPage(doc *html.Node) bool {
 	return findByID(doc, "check-again") != nil
 }

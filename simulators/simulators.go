@@ -21,6 +21,8 @@ import (
 
 // Secrets are the sandbox vendors' signing secrets.
 type Secrets struct {
+	// Payroll is the sandbox's Truv access secret, which signs Truv's
+	// webhooks.
 	Payroll []byte
 	Bank    []byte
 	KYC     []byte
@@ -93,11 +95,11 @@ func (s *Simulator) post(ctx context.Context, kind string, body []byte, header h
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: %w", kind, err)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "giving-sandbox-"+kind+"-simulator/1.0")
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("simulate %s: reach edge: %w", kind, err)
@@ -119,22 +121,6 @@ func isProblem(contentType string, body []byte) bool {
 	}
 	var p map[string]json.RawMessage
 	return json.Unmarshal(body, &p) == nil && p["type"] != nil
-}
-
-// PayrollConnected sends the payroll provider's confirmation that the
-// donor's direct-deposit switch is in place.
-func (s *Simulator) PayrollConnected(ctx context.Context, enrollmentID, churchID string) (Answer, error) {
-	return s.send(ctx, "payroll", "deposit_switch.confirmed", "", s.secrets.Payroll, map[string]string{
-		"enrollment_id": enrollmentID, "church_id": churchID,
-	})
-}
-
-// PayrollEnded sends the payroll provider's notice that the donor's
-// deduction ended: reason is left_employer or deposit_switch_reverted.
-func (s *Simulator) PayrollEnded(ctx context.Context, enrollmentID, churchID, reason string) (Answer, error) {
-	return s.send(ctx, "payroll", "deposit_switch.ended", "", s.secrets.Payroll, map[string]string{
-		"enrollment_id": enrollmentID, "church_id": churchID, "reason": reason,
-	})
 }
 
 // KYC sends the identity verifier's result for a donor.

@@ -34,9 +34,10 @@ type serveFlags struct {
 	logLevel  string
 	tlsCert   string
 	tlsKey    string
-	vendors   struct{ payroll, kyc string }
+	vendors   struct{ kyc string }
 	increase  increaseFlags
 	twilio    twilioFlags
+	truv      truvFlags
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
@@ -55,11 +56,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
-	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
 		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
+	f.truv.register(fs)
 	f.increase.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
@@ -83,7 +84,8 @@ func (f *serveFlags) missingForProduction() []string {
 	need("twilio-account-sid", f.twilio.cfg.AccountSID)
 	need("twilio-auth-token", f.twilio.cfg.AuthToken)
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
-	need("vendor-secret-payroll", f.vendors.payroll)
+	need("truv-client-id", f.truv.cfg.ClientID)
+	need("truv-secret", f.truv.cfg.Secret)
 	need("vendor-secret-kyc", f.vendors.kyc)
 	f.increase.need(need)
 	if f.ledger.natsURL != "" {
@@ -182,8 +184,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.increase.webhookSecret), KYC: []byte(f.vendors.kyc)},
-		Increase: f.increase.cfg, Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
+		Vendors: httpapi.VendorSecrets{Bank: []byte(f.increase.webhookSecret), KYC: []byte(f.vendors.kyc)},
+		Truv:    f.truv.cfg, Increase: f.increase.cfg,
+		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
 	if err != nil {

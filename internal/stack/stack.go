@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -70,6 +71,9 @@ type Config struct {
 	// FrameAncestors is who may frame the partner dashboard (a CSP
 	// frame-ancestors source list); empty means nobody.
 	FrameAncestors string
+	// Truv is the production stack's payroll vendor account; the sandbox
+	// runs its own stand-in.
+	Truv TruvConfig
 }
 
 // Stack is one running instance.
@@ -209,6 +213,14 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		}
 		verifier = sms.Sandbox{}
 	}
+	payroll, payrollStandIn, err := s.payrollVendor(vendors.Payroll)
+	if err != nil {
+		return err
+	}
+	standIns := map[string]http.Handler{}
+	if payrollStandIn != nil {
+		standIns["truv"] = payrollStandIn
+	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
 	s.App, err = app.New(app.Config{
@@ -217,7 +229,8 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
 		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
-		Dashboard: grants, Bank: bank.port,
+		Payroll: payroll, Bank: bank.port,
+		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
 		Webhooks: func(a *app.Service) (app.Webhooks, error) {
@@ -234,8 +247,8 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}
 	s.API, err = httpapi.New(httpapi.Config{
 		RateLimit: cfg.RateLimit, Vendors: vendors, BankTransfers: bank.transfers, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
-		FrameAncestors: cfg.FrameAncestors,
-		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+		FrameAncestors: cfg.FrameAncestors, StandIns: standIns,
+		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }
@@ -332,6 +345,10 @@ func (s *Stack) Close() error {
 // to start without all three.
 func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets, error) {
 	v := cfg.Vendors
+	if cfg.Ledger.Env != domain.Sandbox {
+		// Truv signs its webhooks with the access secret.
+		v.Payroll = []byte(cfg.Truv.Secret)
+	}
 	pick := func(have []byte, kind string) []byte {
 		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {
 			return have
@@ -340,7 +357,7 @@ func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets,
 	}
 	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
 	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
-		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --increase-webhook-secret, --vendor-secret-kyc")
+		return v, errors.New("production needs every vendor webhook secret: --truv-secret, --increase-webhook-secret, --vendor-secret-kyc")
 	}
 	return v, nil
 }

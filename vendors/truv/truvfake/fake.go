@@ -42,6 +42,12 @@ type Config struct {
 	// script opens the widget there. Empty: the origin the script was
 	// fetched from.
 	PublicURL string
+	// HoldDone stops a switch at switch_deposit when the donor finishes in
+	// the widget: the payroll provider's confirmation (the task's done)
+	// is then sent later, with Send, as the sandbox's payroll-connected
+	// simulator does. False sends done right after, as a provider that
+	// confirms at once would.
+	HoldDone bool
 	// HTTPClient delivers webhooks; one with a 10 s timeout when nil.
 	HTTPClient *http.Client
 	// Now reads the clock; time.Now when nil.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog/accountnumbers"
 	"github.com/partnergiving/giving/internal/stack"
@@ -68,12 +70,14 @@ func withIncrease(baseURL, apiKey, accountID string, webhookSecret []byte) stack
 	}
 }
 
-// productionBank is a production stack whose bank is a fake Increase on
-// loopback that sends its webhooks to the stack's public edge.
-type productionBank struct {
-	ts     *testStack
-	fake   *increasefake.Fake
-	api    *httptest.Server
+// fakeIncrease is a fake Increase on loopback for a production stack: its
+// listener is reserved before the stack starts (the stack needs its URL),
+// and it is started once the stack runs (it needs the stack's edge).
+type fakeIncrease struct {
+	*increasefake.Fake
+	api *httptest.Server
+	// secret is the event subscription's shared secret the stack is
+	// configured with.
 	secret []byte
 }
 
@@ -82,118 +86,61 @@ const (
 	bankAccount = "account_church_gifts"
 )
 
-func startProductionBank(t *testing.T, fakeSecret []byte) productionBank {
+// reserveIncrease reserves a fake Increase's address.
+func reserveIncrease(t *testing.T) *fakeIncrease {
 	t.Helper()
-	secret := []byte("increase-subscription-secret")
-	// The fake needs the edge's address, the stack the fake's: the fake's
-	// listener is reserved first.
 	api := httptest.NewUnstartedServer(nil)
-	ts := startStack(t, withEnv(domain.Production), withIncrease("http://"+api.Listener.Addr().String(), bankKey, bankAccount, secret))
-	fake := increasefake.New(increasefake.Options{
-		APIKey: bankKey, WebhookURL: ts.URL + "/edge/bank", WebhookSecret: fakeSecret,
+	t.Cleanup(api.Close)
+	return &fakeIncrease{api: api, secret: []byte("increase-subscription-secret")}
+}
+
+// option points a production stack's bank at the fake.
+func (fi *fakeIncrease) option() stackOption {
+	return withIncrease("http://"+fi.api.Listener.Addr().String(), bankKey, bankAccount, fi.secret)
+}
+
+// start serves the fake, holding the churches' Account and sending its
+// webhooks to ts's edge signed with signWith (fi.secret, or a wrong one).
+func (fi *fakeIncrease) start(t *testing.T, ts *testStack, signWith []byte) {
+	t.Helper()
+	fi.Fake = increasefake.New(increasefake.Options{
+		APIKey: bankKey, WebhookURL: ts.URL + "/edge/bank", WebhookSecret: signWith,
 		Retries: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond},
 	})
-	fake.AddAccount(bankAccount, "first_internet_bank")
-	api.Config.Handler = fake
-	api.Start()
-	t.Cleanup(func() {
-		api.Close()
-		fake.Close()
-	})
-	return productionBank{ts: ts, fake: fake, api: api, secret: secret}
+	fi.AddAccount(bankAccount, "first_internet_bank")
+	fi.api.Config.Handler = fi.Fake
+	fi.api.Start()
+	t.Cleanup(fi.Close)
 }
 
-// A production stack with Increase (a fake written from its documentation):
-// the church's deposit account is an account number opened at Increase,
-// Increase's inbound ACH credit webhook reaches the production edge, and
-// deposit.received is on the feed, credited once though Increase sends the
-// event again and announces the same transfer a second time. (Production's
-// dispatcher refuses loopback receivers, so the push side of the same
-// event is checked on the sandbox, which runs this edge code with its own
-// Increase: TestSimulatedDepositReachesAReceiver.)
-func TestProductionCreditFromIncrease(t *testing.T) {
-	t.Parallel()
-	pb := startProductionBank(t, []byte("increase-subscription-secret"))
-	ts := pb.ts
-	c, pid := ts.partner(t)
-	church := importChurch(t, c, "Grace")
-	ctx := context.Background()
-	// A donor of the church: their phone never goes to the bank.
-	const phone = "+12025550188"
-	openSession(t, c, church, phone, "pct", "3", "https://partner.example/back")
-
-	acct, err := ts.Bank.DepositAccount(ctx, church)
-	if err != nil {
+// credit has Increase receive an ACH credit of cents to the church's
+// deposit account (opened first, as the payroll step does), the way its
+// sandbox simulation does: the accepted transfer is stored and its created
+// Event sent to the edge. It returns the transfer.
+func (fi *fakeIncrease) credit(t *testing.T, ts *testStack, church string, cents int64) increase.InboundACHTransfer {
+	t.Helper()
+	if _, err := ts.Bank.DepositAccount(context.Background(), church); err != nil {
 		t.Fatal(err)
 	}
-	numbers := pb.fake.AccountNumbers()
-	if len(numbers) != 1 || numbers[0].AccountNumber != acct.AccountNumber || acct.BankName != "First Internet Bank of Indiana" {
-		t.Fatalf("deposit account %+v; account numbers at Increase %+v", acct, numbers)
-	}
-	for _, r := range pb.fake.Requests() {
-		if r.Authorization != "Bearer "+bankKey || (r.Method == http.MethodPost && r.IdempotencyKey == "") {
-			t.Fatalf("%s %s: authorization %q, Idempotency-Key %q", r.Method, r.Path, r.Authorization, r.IdempotencyKey)
-		}
-		sweep(t, "a request to Increase", append([]byte(r.Path+" "), r.Body...), []string{phone})
-	}
-
-	// Increase's own simulation of an inbound ACH credit to the number:
-	// it answers with the transfer and delivers the created Event.
-	sim := increaseCall(t, pb, http.MethodPost, "/simulations/inbound_ach_transfers",
-		`{"account_number_id":"`+numbers[0].ID+`","amount":12345,"company_name":"ACME PAYROLL"}`)
-	var transfer increase.InboundACHTransfer
-	if err := json.Unmarshal(sim, &transfer); err != nil {
-		t.Fatalf("simulation: %s", sim)
-	}
-	waitFor(t, 10*time.Second, "the webhook acknowledged", func() bool {
-		d := pb.fake.Deliveries()
-		return len(d) == 1 && d[0].Delivered
-	})
-
-	// Increase sends the event again, and the transfer's updated event.
-	first := pb.fake.Deliveries()[0]
-	if !first.Delivered {
-		t.Fatalf("the first webhook was not acknowledged: %+v", first)
-	}
-	again := pb.fake.Deliver(ctx, increase.Event{ID: first.EventID, CreatedAt: time.Now(), Category: increase.CategoryInboundACHTransferCreated,
-		AssociatedObjectType: "inbound_ach_transfer", AssociatedObjectID: transfer.ID})
-	updated := pb.fake.Deliver(ctx, increase.Event{ID: "event_updated_1", CreatedAt: time.Now(), Category: increase.CategoryInboundACHTransferUpdated,
-		AssociatedObjectType: "inbound_ach_transfer", AssociatedObjectID: transfer.ID})
-	if !again.Delivered || !updated.Delivered {
-		t.Fatalf("repeats not acknowledged: %+v %+v", again, updated)
-	}
-	ts.waitProjected(t)
-	if n := countEvents(t, ts, "deposit.received"); n != 1 {
-		t.Fatalf("%d deposit.received, want 1", n)
-	}
-	feed := c.Do(http.MethodGet, "/v1/events?type=deposit.received", nil, nil)
-	var page struct {
-		Data []struct {
-			ChurchID string `json:"church_id"`
-			Payload  struct {
-				Amount json.Number `json:"amount"`
-				Trace  string      `json:"trace"`
-			} `json:"payload"`
-		} `json:"data"`
-	}
-	feed.JSON(t, &page)
-	if len(page.Data) != 1 || page.Data[0].Payload.Amount != "123.45" || page.Data[0].Payload.Trace != transfer.TraceNumber || page.Data[0].ChurchID != church {
-		t.Fatalf("feed: %d %s", feed.Status, feed.Body)
-	}
-	for _, secret := range []string{acct.AccountNumber, acct.RoutingNumber, numbers[0].ID} {
-		if strings.Contains(string(feed.Body), secret) {
-			t.Fatalf("bank data reached the partner: %s", secret)
+	var number string
+	for _, n := range fi.AccountNumbers() {
+		if n.Name == "Church "+church {
+			number = n.ID
 		}
 	}
-	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Total != 12345 || bal.Accounts[numbers[0].ID] != 12345 {
-		t.Fatalf("balance %+v, %v", bal, err)
+	raw := fi.call(t, http.MethodPost, "/simulations/inbound_ach_transfers",
+		fmt.Sprintf(`{"account_number_id":%q,"amount":%d,"company_name":"ACME PAYROLL"}`, number, cents))
+	var tr increase.InboundACHTransfer
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		t.Fatalf("simulation: %s", raw)
 	}
+	return tr
 }
 
-// increaseCall sends one request to the fake Increase with the stack's key.
-func increaseCall(t *testing.T, pb productionBank, method, path, body string) []byte {
+// call sends one request to the fake with the stack's key.
+func (fi *fakeIncrease) call(t *testing.T, method, path, body string) []byte {
 	t.Helper()
-	req, _ := http.NewRequest(method, pb.api.URL+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, fi.api.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+bankKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -208,22 +155,121 @@ func increaseCall(t *testing.T, pb productionBank, method, path, body string) []
 	return raw
 }
 
+// startProductionBank is a production stack whose bank is a fake Increase
+// signing its webhooks with signWith (nil: the stack's secret), and whose
+// dispatcher may deliver to loopback receivers.
+func startProductionBank(t *testing.T, signWith []byte) (*testStack, *fakeIncrease) {
+	t.Helper()
+	fi := reserveIncrease(t)
+	ts := startStack(t, withEnv(domain.Production), fi.option(),
+		withWebhooks(func(c *dispatcher.Config) { loopback := dispatcher.PolicyFor(domain.Sandbox); c.Receivers = &loopback }))
+	if signWith == nil {
+		signWith = fi.secret
+	}
+	fi.start(t, ts, signWith)
+	return ts, fi
+}
+
+// A production stack with Increase (a fake written from its documentation):
+// the church's deposit account is an account number opened at Increase,
+// Increase's inbound ACH credit webhook reaches the production edge, and
+// deposit.received arrives on a real webhook receiver and on the feed,
+// credited once though Increase sends the event again and announces the
+// same transfer a second time. No donor's phone goes to Increase, and no
+// bank data to the partner.
+func TestProductionCreditFromIncrease(t *testing.T) {
+	t.Parallel()
+	ts, fi := startProductionBank(t, nil)
+	c, pid := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	rc := okReceiver(t)
+	ep := createEndpoint(t, c, rc.URL, "deposit.received")
+	ctx := context.Background()
+	// A donor of the church: their phone never goes to the bank.
+	const phone = "+12025550188"
+	openSession(t, c, church, phone, "pct", "3", "https://partner.example/back")
+
+	acct, err := ts.Bank.DepositAccount(ctx, church)
+	if err != nil {
+		t.Fatal(err)
+	}
+	numbers := fi.AccountNumbers()
+	if len(numbers) != 1 || numbers[0].AccountNumber != acct.AccountNumber || acct.BankName != "First Internet Bank of Indiana" {
+		t.Fatalf("deposit account %+v; account numbers at Increase %+v", acct, numbers)
+	}
+	transfer := fi.credit(t, ts, church, 12345)
+	if len(fi.AccountNumbers()) != 1 {
+		t.Fatal("asking again for the church's deposit account opened another account number")
+	}
+	for _, r := range fi.Requests() {
+		if r.Authorization != "Bearer "+bankKey || (r.Method == http.MethodPost && r.IdempotencyKey == "" && r.Path == "/account_numbers") {
+			t.Fatalf("%s %s: authorization %q, Idempotency-Key %q", r.Method, r.Path, r.Authorization, r.IdempotencyKey)
+		}
+		sweep(t, "a request to Increase", append([]byte(r.Path+" "), r.Body...), []string{phone})
+	}
+	pushed := waitDelivered(t, rc, "deposit.received", 1)[0]
+
+	// Increase sends the event again, and the transfer's updated event.
+	first := fi.Deliveries()[0]
+	if !first.Delivered {
+		t.Fatalf("the first webhook was not acknowledged: %+v", first)
+	}
+	again := fi.Deliver(ctx, increase.Event{ID: first.EventID, CreatedAt: time.Now(), Category: increase.CategoryInboundACHTransferCreated,
+		AssociatedObjectType: "inbound_ach_transfer", AssociatedObjectID: transfer.ID})
+	updated := fi.Deliver(ctx, increase.Event{ID: "event_updated_1", CreatedAt: time.Now(), Category: increase.CategoryInboundACHTransferUpdated,
+		AssociatedObjectType: "inbound_ach_transfer", AssociatedObjectID: transfer.ID})
+	if !again.Delivered || !updated.Delivered {
+		t.Fatalf("repeats not acknowledged: %+v %+v", again, updated)
+	}
+	ts.waitProjected(t)
+	if n := countEvents(t, ts, "deposit.received"); n != 1 {
+		t.Fatalf("%d deposit.received, want 1", n)
+	}
+	feed := c.Do(http.MethodGet, "/v1/events?type=deposit.received", nil, nil)
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	feed.JSON(t, &page)
+	if len(page.Data) != 1 {
+		t.Fatalf("feed: %s", feed.Body)
+	}
+	for _, body := range [][]byte{page.Data[0], pushed.Body} {
+		var env struct {
+			ChurchID string `json:"church_id"`
+			Payload  struct {
+				Amount json.Number `json:"amount"`
+				Trace  string      `json:"trace"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil || env.Payload.Amount != "123.45" || env.Payload.Trace != transfer.TraceNumber || env.ChurchID != church {
+			t.Fatalf("deposit.received: %s (%v)", body, err)
+		}
+		for _, secret := range []string{acct.AccountNumber, acct.RoutingNumber, numbers[0].ID} {
+			if strings.Contains(string(body), secret) {
+				t.Fatalf("bank data reached the partner: %s", secret)
+			}
+		}
+	}
+	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Total != 12345 || bal.Accounts[numbers[0].ID] != 12345 {
+		t.Fatalf("balance %+v, %v", bal, err)
+	}
+	rc.verifyAll(t, ep.Secret)
+}
+
 // A webhook signed with another secret is refused with 401, every retry of
 // it, and logged; nothing is credited.
 func TestProductionRefusesABadBankSignature(t *testing.T) {
 	t.Parallel()
-	pb := startProductionBank(t, []byte("not-the-subscription-secret"))
-	ts := pb.ts
+	ts, fi := startProductionBank(t, []byte("not-the-subscription-secret"))
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
 	if _, err := ts.Bank.DepositAccount(context.Background(), church); err != nil {
 		t.Fatal(err)
 	}
-	number := pb.fake.AccountNumbers()[0]
 	before := ts.lastSeq(t)
-	increaseCall(t, pb, http.MethodPost, "/simulations/inbound_ach_transfers", `{"account_number_id":"`+number.ID+`","amount":500}`)
-	pb.fake.Close()
-	d := pb.fake.Deliveries()
+	fi.credit(t, ts, church, 500)
+	fi.Close()
+	d := fi.Deliveries()
 	if len(d) != 1 || d[0].Delivered || len(d[0].Attempts) != 3 {
 		t.Fatalf("deliveries %+v", d)
 	}
@@ -239,7 +285,7 @@ func TestProductionRefusesABadBankSignature(t *testing.T) {
 	if l == nil || l["vendor"] != "bank" || l["result"] != "invalid_signature" || !strings.Contains(l["reason"].(string), "signature") {
 		t.Fatalf("log line %v", l)
 	}
-	if strings.Contains(ts.Logs.String(), "not-the-subscription-secret") || strings.Contains(ts.Logs.String(), string(pb.secret)) {
+	if strings.Contains(ts.Logs.String(), "not-the-subscription-secret") || strings.Contains(ts.Logs.String(), string(fi.secret)) {
 		t.Fatal("a secret was logged")
 	}
 }
@@ -251,11 +297,10 @@ func TestProductionRefusesABadBankSignature(t *testing.T) {
 // logged.
 func TestIncreasesDocumentedExampleAtTheEdge(t *testing.T) {
 	t.Parallel()
-	pb := startProductionBank(t, []byte("unused"))
-	ts := pb.ts
+	ts, fi := startProductionBank(t, nil)
 	c, pid := ts.partner(t)
 	church := importChurch(t, c, "Grace")
-	pb.fake.PutInboundACHTransfer(exampleTransfer(t))
+	fi.PutInboundACHTransfer(exampleTransfer(t))
 	event := increasefake.ExampleEvent()
 	var ev increase.Event
 	if err := json.Unmarshal(event, &ev); err != nil {
@@ -263,7 +308,7 @@ func TestIncreasesDocumentedExampleAtTheEdge(t *testing.T) {
 	}
 
 	// Before the example's account number is any church's.
-	code, body := postBank(t, ts, pb.secret, ev.ID, event)
+	code, body := postBank(t, ts, fi.secret, ev.ID, event)
 	if code != http.StatusUnprocessableEntity || body["type"] != "/problems/unknown-reference" {
 		t.Fatalf("a credit to no church's account number: %d %v", code, body)
 	}
@@ -281,7 +326,7 @@ func TestIncreasesDocumentedExampleAtTheEdge(t *testing.T) {
 	if code, body := postBank(t, ts, []byte("wrong"), ev.ID, event); code != http.StatusUnauthorized {
 		t.Fatalf("the example with a wrong secret: %d %v", code, body)
 	}
-	if code, body := postBank(t, ts, pb.secret, ev.ID, event); code != http.StatusOK || body["status"] != "accepted" {
+	if code, body := postBank(t, ts, fi.secret, ev.ID, event); code != http.StatusOK || body["status"] != "accepted" {
 		t.Fatalf("the example with the subscription's secret: %d %v", code, body)
 	}
 	ts.waitProjected(t)

@@ -36,9 +36,11 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 	tw := startTwilio(t, "424242")
 	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
 	t.Cleanup(truvAPI.Close)
-	ts := startStack(t, withEnv(domain.Production), withSMS(tw.verifier), withTruv(truvAPI, "truv-client", "truv-secret"),
+	bank := reserveIncrease(t)
+	ts := startStack(t, withEnv(domain.Production), withSMS(tw.verifier), withTruv(truvAPI, "truv-client", "truv-secret"), bank.option(),
 		withWebhooks(func(c *dispatcher.Config) { loopback := dispatcher.PolicyFor(domain.Sandbox); c.Receivers = &loopback }))
 	truvAPI.SetWebhookURL(ts.URL + "/edge/payroll")
+	bank.start(t, ts, bank.secret)
 	c, _ := ts.partner(t)
 	rc := okReceiver(t)
 	createEndpoint(t, c, rc.URL)
@@ -121,6 +123,18 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 		if strings.Contains(string(r.Body), "2025550") {
 			t.Errorf("a donor's phone went to Truv: %s %s", r.Path, r.Body)
 		}
+	}
+
+	// The church's deposit account the switch targets is its account
+	// number at Increase; a credit to it from the bank is reconciled and
+	// announced.
+	if numbers := bank.AccountNumbers(); len(numbers) != 1 || numbers[0].AccountNumber != tokens[0].Account.AccountNumber ||
+		numbers[0].RoutingNumber != tokens[0].Account.RoutingNumber {
+		t.Fatalf("the switch's account %+v; account numbers at Increase %+v", tokens[0].Account, numbers)
+	}
+	transfer := bank.credit(t, ts, church, 2500)
+	if deposit := waitDelivered(t, rc, "deposit.received", 1)[0]; !strings.Contains(string(deposit.Body), transfer.TraceNumber) {
+		t.Fatalf("deposit.received: %s", deposit.Body)
 	}
 
 	// A webhook signed with another secret is refused, logged, and moves

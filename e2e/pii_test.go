@@ -126,9 +126,8 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		d.submit("verify", url.Values{"code": {"000000"}})
 		p := d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
 		if dn.end == "You're all set" {
-			d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_bad"}, "password": {"nope"}})
-			d.open("")
-			p = d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}})
+			d.connectPayroll("user_bad")
+			p = d.connectPayroll("user_good")
 		}
 		p.expect(t, http.StatusOK, dn.end)
 		newDonorBrowser(t, s.URL, rec).open("").expect(t, http.StatusForbidden, "This link was already used")
@@ -175,7 +174,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	d.page.expect(t, http.StatusOK, "Too many wrong codes")
 	clock.advance(domain.SessionLifetime + time.Second)
 	waitFor(t, 10*time.Second, "the raise to expire", func() bool { return countEvents(t, ts, "enrollment.update_expired") == 1 })
-	c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": enrollments[1], "church_id": church, "reason": "left_employer"}, nil)
+	c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": enrollments[1], "church_id": church, "reason": "deposit_switch_reverted"}, nil)
 	c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[0]+"/cancel", `{"reason":"The donor asked to stop."}`, nil)
 	for i, id := range enrollments {
 		c.Do(http.MethodGet, "/v1/enrollments/"+id, nil, nil)

@@ -15,9 +15,10 @@ import (
 	"github.com/partnergiving/giving/telemetry"
 )
 
-// The vendor edge: one inbound webhook route per vendor kind. Vendors sign
-// each request like the service signs its own webhooks (Vendor-Signature:
-// t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">) with their own secret.
+// The vendor edge: one inbound webhook route per vendor kind, each taking
+// its vendor's own format and signature scheme: Truv's (edge_payroll.go),
+// Increase's (edge_bank.go), and for identity the service's own envelope
+// (Vendor-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">).
 // A request is verified on its raw body, normalised into a domain command,
 // appended, and acknowledged with 2xx only once the append is durable. A
 // vendor event id seen before is acknowledged again without a second effect.

@@ -347,7 +347,8 @@ func exampleTransfer(t *testing.T) increase.InboundACHTransfer {
 
 // On the sandbox, a simulated deposit travels the production edge through
 // the sandbox's own Increase, and deposit.received is pushed, signed, to
-// the partner's receiver.
+// the partner's receiver; an amount Increase could not credit comes back
+// refused, naming the amount.
 func TestSimulatedDepositReachesAReceiver(t *testing.T) {
 	t.Parallel()
 	ts := startStack(t)
@@ -365,4 +366,19 @@ func TestSimulatedDepositReachesAReceiver(t *testing.T) {
 		t.Fatalf("delivery %s", d.Body)
 	}
 	rc.verifyAll(t, ep.Secret)
+
+	// A fraction of a cent: the edge's refusal names the amount.
+	resp = c.Do(http.MethodPost, "/sandbox/simulate/deposit", `{"church_id":"`+church+`","account_ref":"acct_1","amount":1.005}`, nil)
+	var refused struct {
+		StatusCode int `json:"status_code"`
+		Problem    struct {
+			Errors []struct {
+				Field string `json:"field"`
+			} `json:"errors"`
+		} `json:"problem"`
+	}
+	resp.JSON(t, &refused)
+	if refused.StatusCode != http.StatusUnprocessableEntity || len(refused.Problem.Errors) != 1 || refused.Problem.Errors[0].Field != "amount" {
+		t.Fatalf("a fraction of a cent: %s", resp.Body)
+	}
 }

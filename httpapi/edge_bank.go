@@ -31,7 +31,7 @@ func parseBank(s *Server, r *http.Request, body []byte) (app.VendorEvent, error)
 		// Increase sends it again and reads the same transfer: the money is
 		// in the account and no church is credited until an operator acts.
 		logger(r.Context()).Error().Str("vendor", "bank").Str("reason", err.Error()).Msg("a bank credit cannot be credited to any church; it needs an operator")
-		return app.VendorEvent{}, &vendorRefusal{problem: domain.ProblemValidation, err: err}
+		return app.VendorEvent{}, invalidCredit(err)
 	case err != nil:
 		// Increase's API unreachable, or refusing the key: answered 503, so
 		// Increase sends the event again once it works.
@@ -40,4 +40,20 @@ func parseBank(s *Server, r *http.Request, body []byte) (app.VendorEvent, error)
 	return app.VendorEvent{ID: c.EventID, Bank: &app.BankCredit{
 		Trace: c.Trace, AccountNumberID: c.AccountNumberID, AmountCents: c.AmountCents, CreditedAt: c.AcceptedAt,
 	}}, nil
+}
+
+// invalidCredit is the validation problem a transfer that can never be
+// credited is answered with, naming what is wrong with it (a simulated
+// deposit's answer carries it back to the partner).
+func invalidCredit(err error) error {
+	var v domain.Validation
+	switch {
+	case errors.Is(err, increase.ErrFractionalAmount), errors.Is(err, increase.ErrAmountNotPositive), errors.Is(err, increase.ErrMalformedAmount):
+		v.Add("amount", "must be exact cents above 0")
+	case errors.Is(err, increase.ErrCurrency):
+		v.Add("currency", "must be USD")
+	default:
+		v.Add("transfer", "is not an accepted ACH credit the service can read")
+	}
+	return v.Err()
 }

@@ -127,6 +127,9 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 	if err := s.simulate(partner, d.ChurchID); err != nil {
 		return simulators.DepositResult{}, err
 	}
+	if err := checkSimulatedDeposit(d); err != nil {
+		return simulators.DepositResult{}, err
+	}
 	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: s.requestName()}
 	if sim.Trace == "" && sim.Request != "" {
 		sim.Trace = simulators.DerivedTrace(sim.Request)

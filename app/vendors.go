@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
-	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -22,17 +20,6 @@ type VendorEvent struct {
 	Payroll *PayrollReport
 	Bank    *BankCredit
 	KYC     *KYCResult
-}
-
-// BankCredit is the bank announcing an ACH credit to a church's account.
-// Amount is the JSON text of the amount, read exactly into cents.
-type BankCredit struct {
-	Trace      string
-	AccountRef string
-	Amount     json.RawMessage
-	Currency   string
-	BankTS     string
-	ChurchID   string
 }
 
 // KYCResult is the identity verifier's decision about a donor.
@@ -112,7 +99,7 @@ func (s *Service) runVendor(ctx context.Context, cmd eventlog.Command) (bool, er
 // would have: under ":0" a retry inside the dedup window would meet the
 // earlier credit's id and store nothing.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
-	c, err := s.parseCredit(d)
+	c, err := s.parseCredit(ctx, d)
 	if err != nil {
 		return false, err
 	}
@@ -149,36 +136,6 @@ func (s *Service) deposit(ctx context.Context, partner, trace string, last uint6
 		return domain.Deposit{}, err
 	}
 	return s.store.Deposit(partner, trace)
-}
-
-// parseCredit normalises a bank credit. The amount must be a JSON number
-// with at most two decimals and above 0; it is read from its text into
-// integer cents.
-func (s *Service) parseCredit(d BankCredit) (domain.Credit, error) {
-	var v domain.Validation
-	c := domain.Credit{Trace: d.Trace, AccountRef: d.AccountRef, ChurchID: d.ChurchID}
-	if amount, ok := domain.ParseHundredths(json.Number(d.Amount)); !ok || !IsJSONNumber(d.Amount) || amount <= 0 {
-		v.Add("amount", "must be a JSON number above 0 with at most two decimals")
-	} else {
-		c.Amount = amount
-	}
-	if d.Currency != "" && d.Currency != "USD" {
-		v.Add("currency", "must be USD")
-	}
-	ts, err := time.Parse(time.RFC3339Nano, d.BankTS)
-	if err != nil {
-		v.Add("bank_ts", "must be an RFC 3339 timestamp")
-	}
-	c.BankTS = ts
-	if err := v.Err(); err != nil {
-		return c, err
-	}
-	if err := domain.ValidateCredit(c); err != nil {
-		return c, err
-	}
-	partner, err := s.churchOwner(d.ChurchID)
-	c.PartnerID = partner
-	return c, err
 }
 
 // kycCompleted moves the donor's sessions waiting for identity

@@ -21,8 +21,6 @@ const SignatureTolerance = 300 * time.Second
 const (
 	// WebhookSignatureHeader signs the service's deliveries to partners.
 	WebhookSignatureHeader = "Service-Signature"
-	// VendorSignatureHeader signs the vendors' webhooks to the service.
-	VendorSignatureHeader = "Vendor-Signature"
 	// WebhookAttemptHeader numbers a delivery's attempt, from 1; a resend
 	// or a recovery is attempt 1 of a new delivery.
 	WebhookAttemptHeader = "Service-Webhook-Attempt"

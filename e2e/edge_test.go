@@ -15,6 +15,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi/apitest"
+	"github.com/partnergiving/giving/vendors/increase/increasesandbox"
 )
 
 // enroll drives a donor session through every flow decision with the
@@ -93,26 +94,6 @@ func countEvents(t *testing.T, ts *testStack, eventType string) int {
 		t.Fatal(err)
 	}
 	return len(recs)
-}
-
-// sendVendor posts a signed vendor webhook straight at the edge.
-func sendVendor(t *testing.T, ts *testStack, kind string, secret []byte, body string, at time.Time) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/edge/"+kind, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if secret != nil {
-		req.Header.Set("Vendor-Signature", domain.Sign(secret, at, []byte(body)))
-	}
-	c := &apitest.Client{TB: t}
-	resp := c.Send(req, []byte(body))
-	var m map[string]any
-	_ = json.Unmarshal(resp.Body, &m)
-	return resp.Status, m
-}
-
-func vendorBody(id, typ string, data any) string {
-	b, _ := json.Marshal(map[string]any{"id": id, "type": typ, "created_at": domain.FormatTime(time.Now()), "data": data})
-	return string(b)
 }
 
 func TestSimulatorsGoThroughTheEdge(t *testing.T) {
@@ -198,12 +179,15 @@ func TestDepositAmounts(t *testing.T) {
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
+	// Each amount in dollars, as the partner sends the simulator, and in
+	// cents, as a bank's transfer carries it.
 	cases := []struct {
-		amount string
-		ok     bool
+		amount, cents string
+		ok            bool
 	}{
-		{"10.10", true}, {"10.1", true}, {"7", true}, {"0.01", true},
-		{"10.101", false}, {"0", false}, {"-1", false}, {`"10"`, false}, {"1e400", false}, {"1E2", false}, {"0.001", false}, {"null", false}, {"true", false},
+		{"10.10", "1010", true}, {"10.1", "1010", true}, {"7", "700", true}, {"0.01", "1", true},
+		{"10.101", "1010.1", false}, {"0", "0", false}, {"-1", "-100", false}, {`"10"`, `"10"`, false}, {"1e400", "1e400", false},
+		{"1E2", "1E2", false}, {"0.001", "0.1", false}, {"null", "null", false}, {"true", "true", false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.amount, func(t *testing.T) {
@@ -216,9 +200,10 @@ func TestDepositAmounts(t *testing.T) {
 			if resp.Status == http.StatusOK {
 				code = int(resp.Map(t)["status_code"].(float64))
 			}
-			// Straight at the edge, with a valid signature.
-			direct, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank,
-				`{"id":"bank-`+trace+`","type":"ach.credit.received","created_at":"2026-11-21T10:00:00.000Z","data":{"trace":"d`+trace+`","account_ref":"acct","amount":`+tc.amount+`,"currency":"USD","bank_ts":"2026-11-21T10:00:00Z","church_id":"`+church+`"}}`, time.Now())
+			// Straight at the edge, as Increase sends it, with a valid
+			// signature.
+			direct, _ := sendBank(t, ts, ts.API.VendorSecrets().Bank, fmt.Sprintf("event_amount_%d", i),
+				increasesandbox.Deposit{ChurchID: church, AccountRef: "acct", Trace: "d" + trace, Amount: tc.cents})
 			if tc.ok && (code != 200 || direct != 200) {
 				t.Fatalf("amount %s refused: simulator %d, edge %d", tc.amount, code, direct)
 			}
@@ -230,12 +215,11 @@ func TestDepositAmounts(t *testing.T) {
 					t.Fatal("a refused amount appended to the ledger")
 				}
 			}
-			_ = i
 		})
 	}
 	c.TB = t
 	// NaN is not JSON at all: a 400 at the edge, never a 5xx.
-	code, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, `{"id":"nan","type":"ach.credit.received","data":{"amount":NaN}}`, time.Now())
+	code, _ := postBank(t, ts, ts.API.VendorSecrets().Bank, "event_nan", []byte(`{"id":"event_nan","type":"event","amount":NaN}`))
 	if code != http.StatusBadRequest {
 		t.Fatalf("NaN: %d", code)
 	}
@@ -461,16 +445,14 @@ func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
 	credited := domain.NewEvent(pid, domain.DepositIDForTrace("HALF-X"), church, time.Now(), &domain.DepositCredited{
 		Trace: "HALF-X", AccountRef: "acct", Amount: 1000, Currency: "USD", BankTS: "2026-11-21T10:00:00.000Z",
 	})
-	if _, err := ts.Ledger.Append(ctx, credited, "vendor:bank:bank-half:0", 0); err != nil {
+	if _, err := ts.Ledger.Append(ctx, credited, "vendor:bank:event_bank_half:0", 0); err != nil {
 		t.Fatal(err)
 	}
 	ts.waitProjected(t)
 	before := countEvents(t, ts, "deposit.received")
-	retry := vendorBody("bank-half", "ach.credit.received", map[string]any{
-		"trace": "HALF-X", "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
-	})
+	retry := increasesandbox.Deposit{ChurchID: church, AccountRef: "acct", Trace: "HALF-X", Amount: "1000", At: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	for i, want := range []string{"accepted", "duplicate"} {
-		code, ack := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, retry, time.Now())
+		code, ack := sendBank(t, ts, ts.API.VendorSecrets().Bank, "event_bank_half", retry)
 		if code != http.StatusOK || ack["status"] != want {
 			t.Fatalf("retry %d: %d %v, want %s", i+1, code, ack, want)
 		}
@@ -515,9 +497,9 @@ func TestCreditsOfATraceOnTwoInstancesCreditOnce(t *testing.T) {
 func creditConcurrently(t *testing.T, pid, church string, stacks ...*testStack) {
 	t.Helper()
 	credit := func(ts *testStack, id, trace string) int {
-		code, _ := sendVendor(t, ts, "bank", ts.API.VendorSecrets().Bank, vendorBody(id, "ach.credit.received", map[string]any{
-			"trace": trace, "account_ref": "acct", "amount": json.Number("10.00"), "currency": "USD", "bank_ts": "2026-11-21T10:00:00Z", "church_id": church,
-		}), time.Now())
+		code, _ := sendBank(t, ts, ts.API.VendorSecrets().Bank, id, increasesandbox.Deposit{
+			ChurchID: church, AccountRef: "acct", Trace: trace, Amount: "1000", At: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
+		})
 		return code
 	}
 	const n = 12
@@ -525,8 +507,8 @@ func creditConcurrently(t *testing.T, pid, church string, stacks ...*testStack) 
 	codes := make([]int, 2*n)
 	for i := range n {
 		ts := stacks[i%len(stacks)]
-		wg.Go(func() { codes[i] = credit(ts, fmt.Sprintf("bank-same-%d", i), "SAME-TRACE") })
-		wg.Go(func() { codes[n+i] = credit(ts, fmt.Sprintf("bank-own-%d", i), fmt.Sprintf("OWN-%d", i)) })
+		wg.Go(func() { codes[i] = credit(ts, fmt.Sprintf("event_bank_same_%d", i), "SAME-TRACE") })
+		wg.Go(func() { codes[n+i] = credit(ts, fmt.Sprintf("event_bank_own_%d", i), fmt.Sprintf("OWN-%d", i)) })
 	}
 	wg.Wait()
 	for i, code := range codes {

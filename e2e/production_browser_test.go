@@ -38,10 +38,12 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
 	t.Cleanup(truvAPI.Close)
 	stripe, stripeEdge := startStripe(t)
-	ts := startStack(t, withEnv(domain.Production), withSMS(tw.verifier), withTruv(truvAPI, "truv-client", "truv-secret"), withStripe(stripe),
+	bank := reserveIncrease(t)
+	ts := startStack(t, withEnv(domain.Production), withSMS(tw.verifier), withTruv(truvAPI, "truv-client", "truv-secret"), withStripe(stripe), bank.option(),
 		withWebhooks(func(c *dispatcher.Config) { loopback := dispatcher.PolicyFor(domain.Sandbox); c.Receivers = &loopback }))
 	truvAPI.SetWebhookURL(ts.URL + "/edge/payroll")
 	stripeEdge.pointAt(t, ts.URL)
+	bank.start(t, ts, bank.secret)
 	c, _ := ts.partner(t)
 	rc := okReceiver(t)
 	createEndpoint(t, c, rc.URL)
@@ -125,6 +127,18 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 		if strings.Contains(string(r.Body), "2025550") {
 			t.Errorf("a donor's phone went to Truv: %s %s", r.Path, r.Body)
 		}
+	}
+
+	// The church's deposit account the switch targets is its account
+	// number at Increase; a credit to it from the bank is reconciled and
+	// announced.
+	if numbers := bank.AccountNumbers(); len(numbers) != 1 || numbers[0].AccountNumber != tokens[0].Account.AccountNumber ||
+		numbers[0].RoutingNumber != tokens[0].Account.RoutingNumber {
+		t.Fatalf("the switch's account %+v; account numbers at Increase %+v", tokens[0].Account, numbers)
+	}
+	transfer := bank.credit(t, ts, church, 2500)
+	if deposit := waitDelivered(t, rc, "deposit.received", 1)[0]; !strings.Contains(string(deposit.Body), transfer.TraceNumber) {
+		t.Fatalf("deposit.received: %s", deposit.Body)
 	}
 
 	// A webhook signed with another secret is refused, logged, and moves

@@ -61,6 +61,9 @@ func withEnv(env domain.Environment) stackOption {
 			if c.Stripe.SecretKey == "" {
 				c.Stripe = stripeidentity.Config{SecretKey: "sk_live_nowhere", BaseURL: "http://127.0.0.1:1"}
 			}
+			if c.Increase.AccountID == "" {
+				c.Increase = stack.IncreaseConfig{BaseURL: "http://127.0.0.1:1", APIKey: "prod-increase", AccountID: "account_prod"}
+			}
 			if c.SMS == nil {
 				tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: "http://127.0.0.1:1", AccountSID: "AC0", AuthToken: "t", ServiceSID: "VA0"})
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/telemetry"
+	"github.com/partnergiving/giving/vendors/increase"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -22,6 +23,10 @@ type Config struct {
 	// Vendors are the inbound webhook signing secrets (the sandbox stack's
 	// own on the sandbox).
 	Vendors VendorSecrets
+	// BankTransfers is where the bank edge reads the transfer an Increase
+	// webhook names: Increase's API in production, the sandbox's own
+	// Increase on the sandbox.
+	BankTransfers increase.Transfers
 	// Keys are the transport's own secrets, derived from the master key.
 	Keys Keys
 	Log  zerolog.Logger

@@ -34,7 +34,7 @@ type serveFlags struct {
 	logLevel  string
 	tlsCert   string
 	tlsKey    string
-	vendors   struct{ bank string }
+	increase  increaseFlags
 	twilio    twilioFlags
 	truv      truvFlags
 	stripe    stripeFlags
@@ -56,12 +56,12 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
-	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
 		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
 	f.truv.register(fs)
 	f.stripe.register(fs)
+	f.increase.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
@@ -86,9 +86,9 @@ func (f *serveFlags) missingForProduction() []string {
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
 	need("truv-client-id", f.truv.cfg.ClientID)
 	need("truv-secret", f.truv.cfg.Secret)
-	need("vendor-secret-bank", f.vendors.bank)
 	need("stripe-secret-key", f.stripe.cfg.SecretKey)
 	need("stripe-webhook-secret", f.stripe.webhookSecret)
+	f.increase.need(need)
 	if f.ledger.natsURL != "" {
 		// Instances on a cluster share one master key: one generated into
 		// each data directory would seal what the others cannot open.
@@ -185,8 +185,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors: httpapi.VendorSecrets{Bank: []byte(f.vendors.bank), KYC: []byte(f.stripe.webhookSecret)},
-		Truv:    f.truv.cfg, Stripe: f.stripe.cfg,
+		Vendors: httpapi.VendorSecrets{Bank: []byte(f.increase.webhookSecret), KYC: []byte(f.stripe.webhookSecret)},
+		Truv:    f.truv.cfg, Increase: f.increase.cfg, Stripe: f.stripe.cfg,
 		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)

@@ -43,6 +43,8 @@ type Config struct {
 	// Vendors are the inbound webhook secrets. On the sandbox stack, empty
 	// ones are derived from the master key, so every instance shares them.
 	Vendors httpapi.VendorSecrets
+	// Increase is the production bank (bank.go); the sandbox runs its own.
+	Increase IncreaseConfig
 	// TLSRoots lets the sandbox simulators trust the service's own
 	// certificate when it serves https.
 	TLSRoots *x509.CertPool
@@ -91,6 +93,9 @@ type Stack struct {
 	Operators  *app.Operators
 	Dispatcher *dispatcher.Dispatcher
 	API        *httpapi.Server
+	// Bank holds the churches' deposit accounts: Increase in production,
+	// the sandbox's own Increase on the sandbox.
+	Bank app.Bank
 	// Metrics is the instance's registry; serve exposes it on the metrics
 	// listener.
 	Metrics *telemetry.Metrics
@@ -198,9 +203,14 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	bank, err := s.openBank(ctx)
+	if err != nil {
+		return err
+	}
+	s.Bank = bank.port
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
-		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), bank.sandbox, cfg.TLSRoots)
 	}
 	verifier := cfg.SMS
 	if verifier == nil {
@@ -232,7 +242,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
 		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Identity: identity, Simulator: sim, KeyUse: keyUse,
-		Payroll: payroll, Bank: sandboxBank{},
+		Payroll: payroll, Bank: bank.port,
 		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
@@ -249,7 +259,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		return err
 	}
 	s.API, err = httpapi.New(httpapi.Config{
-		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
+		RateLimit: cfg.RateLimit, Vendors: vendors, BankTransfers: bank.transfers, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
 		FrameAncestors: cfg.FrameAncestors, StandIns: standIns,
 		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
@@ -360,7 +370,7 @@ func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets,
 	}
 	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
 	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
-		return v, errors.New("production needs every vendor webhook secret: --truv-secret, --vendor-secret-bank, --stripe-webhook-secret")
+		return v, errors.New("production needs every vendor webhook secret: --truv-secret, --increase-webhook-secret, --stripe-webhook-secret")
 	}
 	return v, nil
 }

@@ -30,7 +30,6 @@ type vendorAck struct {
 	Status string `json:"status"` // accepted | duplicate
 }
 
-
 // vendorRoute is one vendor's webhook route, /edge/<kind>. parse verifies
 // the request the vendor's way and reduces it to the use case's input. Its
 // errors say how to answer: a *vendorRefusal with the status the vendor

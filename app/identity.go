@@ -61,21 +61,27 @@ const (
 // decision is the vendor's webhook's. Should the vendor not answer, the
 // donor is shown the wait, which checks again.
 func (s *Service) IdentityStage(ctx context.Context, sess domain.Session) IdentityStage {
+	waiting := IdentityChecking
 	switch {
+	case sess.KYC == domain.KYCReview && sess.Identity == "":
+		return IdentityInReview // a seed donor's, or the simulator's
 	case sess.KYC == domain.KYCReview:
-		return IdentityInReview
+		waiting = IdentityInReview
 	case sess.Identity == "":
 		return IdentityToStart
 	}
 	c, err := s.identity.CheckIdentity(ctx, sess.Identity)
 	if err != nil {
 		s.log.Warn().Err(err).Str("session_id", sess.ID).Msg("identity verification could not be read")
-		return IdentityChecking
+		return waiting
 	}
 	if c.Open {
+		// Not finished, or a check that did not verify which the vendor
+		// lets the donor try again: a review nobody would make otherwise
+		// is the donor's to retry.
 		return IdentityToResume
 	}
-	return IdentityChecking
+	return waiting
 }
 
 // IdentityPageOrigin is the origin of the identity vendor's hosted pages,
@@ -91,7 +97,10 @@ func (s *Service) IdentityPageOrigin() string { return s.identity.PageOrigin() }
 // shows the wait).
 func (s *Service) StartIdentity(ctx context.Context, sess domain.Session, now time.Time) (string, error) {
 	s = s.as("app.StartIdentity")
-	if sess.Step(now) != domain.StepKYC || sess.KYC != "" {
+	// A donor in review whose check the vendor lets them try again may go
+	// back to it (IdentityStage); no other decided donor goes anywhere.
+	retry := sess.KYC == domain.KYCReview && sess.Identity != ""
+	if sess.Step(now) != domain.StepKYC || (sess.KYC != "" && !retry) {
 		return "", domain.ErrWrongStep
 	}
 	key := "identity-" + sess.ID

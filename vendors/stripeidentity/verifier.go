@@ -87,7 +87,9 @@ func check(s Session) domain.IdentityCheck {
 	switch {
 	case s.Status == StatusCanceled:
 		c.Open = true
-	case s.Status == StatusRequiresInput && outcome == Pending:
+	case s.Status == StatusRequiresInput && outcome != Failed:
+		// Not submitted yet, or a check that did not verify (a blurry
+		// photo): Stripe lets the donor try again on the same session.
 		c.Open, c.URL = true, s.URL
 	}
 	return c

@@ -129,7 +129,7 @@ var (
 
 	// The vendor edge's problems.
 	ProblemInvalidSignature = define(Problem{Code: "invalid-signature", Kind: KindUnauthorized, Status: 401, Title: "Invalid signature",
-		About: "The vendor webhook's signature, in the vendor's own header (Stripe-Signature for Stripe Identity at /edge/kyc), is missing, malformed, older than 300 seconds, or does not match the raw body. The status is the one the vendor expects: 400 for Stripe."})
+		About: "The vendor webhook's signature, in the vendor's own header (X-Webhook-Sign for Truv at /edge/payroll, webhook-signature for Increase at /edge/bank, Stripe-Signature for Stripe Identity at /edge/kyc), is missing, malformed, too old where the vendor signs a time (five minutes for Increase and Stripe), or does not match the raw body. The status is the one the vendor expects: 400 for Stripe, 401 for the others."})
 	ProblemUnknownReference = define(Problem{Code: "unknown-reference", Kind: KindInvalid, Status: 422, Title: "Unknown reference",
 		About: "The vendor webhook names a church, enrollment or donor that does not exist, or that belong to different partners."})
 	ProblemTraceConflict = define(Problem{Code: "trace-conflict", Kind: KindConflict, Status: 409, Title: "Trace already used",

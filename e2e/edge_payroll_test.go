@@ -108,6 +108,11 @@ func TestPayrollEdgeRefusesBadInput(t *testing.T) {
 	ignored, _ := json.Marshal(truv.Webhook{WebhookID: truv.NewID(), EventType: "employment-created", EventCreatedAt: truv.FormatTime(time.Now()), UserID: truv.NewID()})
 	login, _ := json.Marshal(truv.Webhook{WebhookID: truv.NewID(), EventType: truv.EventTaskStatusUpdated, EventCreatedAt: truv.FormatTime(time.Now()),
 		UserID: truv.NewID(), LinkID: truv.NewID(), TaskID: truv.NewID(), Product: truv.ProductDepositSwitch, Status: truv.StatusLogin})
+	staleTruv, err := truv.BuildEvent(truv.Event{Type: truv.SwitchConfirmed, Reference: "en_2pQm3s8JmYc5B9vXk0QeLr1nD7a", UserID: truv.NewID(),
+		LinkID: truv.NewID(), TaskID: truv.NewID(), OccurredAt: time.Now().Add(-8 * 24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		secret string
@@ -124,6 +129,8 @@ func TestPayrollEdgeRefusesBadInput(t *testing.T) {
 		{"a task still signing in", secret, login, 200, "ignored"},
 		{"a switch the service never opened", secret, unknown, 422, ""},
 		{"a reference that is no enrollment", secret, truvEvent(t, "", truv.SwitchConfirmed, "applicant-7"), 422, ""},
+		{"a switch of another integration (no tracking_info)", secret, truvEvent(t, "", truv.SwitchConfirmed, ""), 200, "ignored"},
+		{"a week-old event (a replay)", secret, staleTruv, 401, ""},
 	}
 	before := ts.lastSeq(t)
 	for _, tc := range cases {

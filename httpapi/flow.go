@@ -360,7 +360,7 @@ func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error
 	if err != nil {
 		return "", err
 	}
-	f.next = "/flow/" + f.token + "/connect#bridge=" + url.QueryEscape(token)
+	f.next = "/flow/" + f.token + "/connect#bridge=" + url.PathEscape(token)
 	return "", nil
 }
 

@@ -81,12 +81,23 @@ func (f *serveFlags) missingForProduction() []string {
 			missing = append(missing, "--"+flag+" ("+envName(flag)+", still the example's CHANGE-ME)")
 		}
 	}
+	need("public-url", f.publicURL)
+	if u := f.publicURL; u != "" && !strings.HasPrefix(u, "https://") {
+		// Donors' browsers, Stripe's return and every vendor's webhook
+		// reach the service there.
+		missing = append(missing, "--public-url ("+envName("public-url")+", must be https)")
+	}
 	need("twilio-account-sid", f.twilio.cfg.AccountSID)
 	need("twilio-auth-token", f.twilio.cfg.AuthToken)
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
 	need("truv-client-id", f.truv.cfg.ClientID)
 	need("truv-secret", f.truv.cfg.Secret)
 	need("stripe-secret-key", f.stripe.cfg.SecretKey)
+	if key := f.stripe.cfg.SecretKey; strings.HasPrefix(key, "sk_test_") || strings.HasPrefix(key, "rk_test_") {
+		// A test-mode key passes every donor who shows Stripe's test
+		// documents: production verifies real people or nobody.
+		missing = append(missing, "--stripe-secret-key ("+envName("stripe-secret-key")+", a test-mode key: production needs sk_live_ or rk_live_)")
+	}
 	need("stripe-webhook-secret", f.stripe.webhookSecret)
 	f.increase.need(need)
 	if f.ledger.natsURL != "" {
@@ -174,13 +185,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+	scheme := "http://"
+	if useTLS {
+		scheme = "https://"
+	}
+	listening := scheme + ln.Addr().String()
 	public := f.publicURL
 	if public == "" {
-		scheme := "http://"
-		if useTLS {
-			scheme = "https://"
-		}
-		public = scheme + ln.Addr().String()
+		public = listening
 	}
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
@@ -217,7 +229,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		errc <- srv.Serve(st.API.Listener(ln))
 	}()
 
-	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
+	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, listening)
+	if public != listening {
+		fmt.Fprintf(stdout, "public URL (donors, partners and vendors reach it there): %s\n", public)
+	}
 	if url := st.Ledger.ClientURL(); st.Ledger.Embedded() && url != "" {
 		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s (token in %s)\n",
 			eventlog.RedactURL(url), filepath.Join(f.ledger.data, eventlog.NATSTokenFile))

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -29,6 +30,9 @@ type TruvConfig struct {
 	// BridgeScriptURL is Truv Bridge's script; truv.BridgeScriptURL when
 	// empty.
 	BridgeScriptURL string
+	// BridgeOrigins are origins Truv Bridge may frame or call besides its
+	// script's, which the widget page's policy allows too.
+	BridgeOrigins []string
 }
 
 // truvPayroll is the payroll port on Truv: a switch opens Truv Bridge on a
@@ -82,11 +86,19 @@ func (s *Stack) payrollVendor(secret []byte) (app.Payroll, http.Handler, error) 
 		if err != nil {
 			return nil, nil, err
 		}
-		return truvPayroll{client: client, widget: app.PayrollWidget{ScriptURL: script, Origins: []string{origin}}}, nil, nil
+		origins := []string{origin}
+		for _, o := range t.BridgeOrigins {
+			extra, err := originOf(o)
+			if err != nil || extra != strings.TrimRight(o, "/") || !strings.HasPrefix(extra, "https://") {
+				return nil, nil, fmt.Errorf("--truv-bridge-origins: %q is not an https origin", o)
+			}
+			origins = append(origins, extra)
+		}
+		return truvPayroll{client: client, widget: app.PayrollWidget{ScriptURL: script, Origins: origins}}, nil, nil
 	}
 	public := strings.TrimRight(cfg.PublicURL, "/")
 	standIn := truvfake.New(truvfake.Config{
-		ClientID: "sandbox", Secret: string(secret), HoldDone: true,
+		ClientID: "sandbox", Secret: string(secret), HoldDone: true, Forget: true,
 		WebhookURL: public + "/edge/payroll", PublicURL: public + "/standin/truv",
 		HTTPClient: edgeClient(cfg.TLSRoots),
 	})

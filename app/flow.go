@@ -27,17 +27,6 @@ func (s *Service) SessionByToken(token string) (domain.Session, bool, error) {
 	return s.store.SessionByToken(domain.HashSecret(token))
 }
 
-// ExpireSession records that an open session's url ran out (once, whoever
-// sees it first: the page or the sweeper).
-func (s *Service) ExpireSession(ctx context.Context, sess domain.Session, now time.Time) error {
-	s = s.as("app.ExpireSession")
-	if sess.Status != domain.SessionOpen {
-		return nil
-	}
-	_, err := s.expireSession(ctx, sess.PartnerID, sess.ID, now)
-	return err
-}
-
 // expireSession records that a session's url ran out, if it is open and
 // due, and returns the session as the ledger then holds it. A re-consent
 // session's enrollment then follows: once its session cannot change, the
@@ -189,53 +178,29 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, shown string
 	if after.Purpose == domain.SessionPurposeUpdate {
 		return s.settleConsent(ctx, after.PartnerID, after.EnrollmentID, after)
 	}
-	return s.seedKYC(ctx, after, now)
-}
-
-// RepairKYC records the seed donor's identity decision that an earlier
-// request did not get to record (it is normally made right after consent),
-// and returns the session as the projections hold it afterwards.
-func (s *Service) RepairKYC(ctx context.Context, sess domain.Session, now time.Time) (domain.Session, error) {
-	s = s.as("app.RepairKYC")
-	if sess.Step(now) != domain.StepKYC || sess.KYC != "" {
-		return sess, nil
-	}
-	if err := s.seedKYC(ctx, sess, now); err != nil {
-		return sess, err
-	}
-	after, _, err := s.store.Session(sess.PartnerID, sess.ID)
-	return after, err
+	_, err = s.seedKYC(ctx, after, now)
+	return err
 }
 
 // seedKYC decides identity verification at once for the sandbox's seed
-// donors. Other donors go to the identity vendor (StartIdentity).
-func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
+// donors, and reports whether it did. Other donors go to the identity
+// vendor (the sandbox's stand-in, or the simulator).
+func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) (bool, error) {
 	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
-		return nil
+		return false, nil
 	}
 	phone, err := s.phone(ctx, sess)
 	if err != nil {
-		return err
+		return false, err
 	}
 	outcome, ok := domain.SeedKYC(phone)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	_, err = s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
 		return domain.DecideKYC(cur, outcome, "seed", now)
 	})
-	return err
-}
-
-// EnsureEnrollment creates a completed session's enrollment if the request
-// that completed it did not get to.
-func (s *Service) EnsureEnrollment(ctx context.Context, sess domain.Session) error {
-	s = s.as("app.EnsureEnrollment")
-	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
-	if err != nil || ok {
-		return err
-	}
-	return s.ensureEnrollment(ctx, sess)
+	return err == nil, err
 }
 
 // ChurchName is the name of the session's church, as the consent names it.

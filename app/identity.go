@@ -103,6 +103,12 @@ func (s *Service) StartIdentity(ctx context.Context, sess domain.Session, now ti
 	if sess.Step(now) != domain.StepKYC || (sess.KYC != "" && !retry) {
 		return "", domain.ErrWrongStep
 	}
+	// A seed donor is decided right after consent; should that request
+	// not have got to record it, this one does, and the flow's page shows
+	// where the decision leads.
+	if seeded, err := s.seedKYC(ctx, sess, now); err != nil || seeded {
+		return "", err
+	}
 	key := "identity-" + sess.ID
 	if sess.Identity != "" {
 		c, err := s.identity.CheckIdentity(ctx, sess.Identity)

@@ -140,6 +140,10 @@ func TestFlowExpiry(t *testing.T) {
 	d.submit("code", url.Values{"csrf": {csrf}}).expect(t, http.StatusGone, "This link has expired")
 	newDonorBrowser(t, s.URL, nil).open("").expect(t, http.StatusGone, "This link has expired")
 	waitSessionStatus(t, c, s.ID, "expired")
+	// The pages write nothing: the sweeper records the expiry, once.
+	waitFor(t, 10*time.Second, "donor_session.expired", func() bool {
+		return sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired") > 0
+	})
 	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired"); n != 1 {
 		t.Fatalf("%d donor_session.expired events, want 1", n)
 	}

@@ -28,7 +28,10 @@ import (
 // The first browser to open the url is bound to the session: it gets a
 // cookie holding a random binding secret whose hash the session records.
 // Any other browser gets the "link already used" page. Forms carry a CSRF
-// token derived from the binding secret.
+// token derived from the binding secret. That binding is the one write a
+// GET makes, since "the first browser to open it" is decided when it
+// opens; every other write is a form's, or the sweeper's (an expiry, an
+// enrollment or a new amount a failed request left unrecorded).
 
 const (
 	flowCookie = "giving_flow"
@@ -121,7 +124,7 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 	token := mux.Vars(r)["token"]
 	now := s.now()
 	if sess.Step(now) == domain.StepExpired {
-		s.flowExpired(w, r, sess, now)
+		s.flowExpired(w, r, sess)
 		return
 	}
 	secret, ok := s.flowBind(w, r, token, &sess, now)
@@ -132,12 +135,9 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 	s.renderStep(w, r, f, r.URL.Query().Get("e"))
 }
 
-// flowExpired records the expiry (once, whoever sees it first: this page or
-// the sweeper) and shows the expiry page.
-func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session, now time.Time) {
-	if err := s.app.ExpireSession(r.Context(), sess, now); err != nil {
-		logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
-	}
+// flowExpired shows the expiry page. The sweeper records the expiry
+// (donor_session.expired) within a second of it: a page writes nothing.
+func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session) {
 	v := flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired"}
 	if sess.Purpose == domain.SessionPurposeUpdate {
 		v.Previous = sess.Previous.Words()

@@ -137,15 +137,6 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			return
 		}
 	}
-	if step == domain.StepKYC && sess.KYC == "" {
-		// Normally decided right after consent; this repairs a decision an
-		// earlier request did not get to record.
-		if sess, err = s.app.RepairKYC(ctx, sess, f.now); err != nil {
-			s.flowFail(w, r, err)
-			return
-		}
-		step = sess.Step(f.now)
-	}
 	switch step {
 	case domain.StepVerifyPhone:
 		ending, err := s.app.PhoneEnding(ctx, sess)
@@ -182,19 +173,12 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			v.Title = "We couldn't connect your payroll"
 		}
 	case domain.StepDone:
+		// Its enrollment, or the new amount, was recorded right after the
+		// step that completed it; should that have failed, the sweeper
+		// records it (app.SweepSessions): a page writes nothing.
 		if reconsent {
-			// Normally settled right after the consent; this finishes a
-			// settlement an earlier request did not get to.
-			if err := s.app.SettleConsent(ctx, sess); err != nil {
-				s.flowFail(w, r, err)
-				return
-			}
 			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
 			break
-		}
-		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
-			s.flowFail(w, r, err)
-			return
 		}
 		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
@@ -207,7 +191,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
 		}
 	default:
-		s.flowExpired(w, r, sess, f.now)
+		s.flowExpired(w, r, sess)
 		return
 	}
 	s.renderFlow(w, r, v)

@@ -294,18 +294,6 @@ func (s *Service) consentOpen(sess domain.Session) error {
 	return nil
 }
 
-// SettleConsent finishes what a consent left undone: the donor consented
-// but the request that recorded it did not get to move the enrollment.
-func (s *Service) SettleConsent(ctx context.Context, sess domain.Session) error {
-	if sess.Purpose != domain.SessionPurposeUpdate || sess.Status != domain.SessionCompleted {
-		return nil
-	}
-	if err := s.consentOpen(sess); err != nil {
-		return nil // settled already, or canceled
-	}
-	return s.settleConsent(ctx, sess.PartnerID, sess.EnrollmentID, sess)
-}
-
 // SessionEnrollment is the enrollment a session made or is for, if it
 // exists: the flow shows a canceled or ended enrollment's page instead of
 // the session's.

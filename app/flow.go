@@ -27,17 +27,6 @@ func (s *Service) SessionByToken(token string) (domain.Session, bool, error) {
 	return s.store.SessionByToken(domain.HashSecret(token))
 }
 
-// ExpireSession records that an open session's url ran out (once, whoever
-// sees it first: the page or the sweeper).
-func (s *Service) ExpireSession(ctx context.Context, sess domain.Session, now time.Time) error {
-	s = s.as("app.ExpireSession")
-	if sess.Status != domain.SessionOpen {
-		return nil
-	}
-	_, err := s.expireSession(ctx, sess.PartnerID, sess.ID, now)
-	return err
-}
-
 // expireSession records that a session's url ran out, if it is open and
 // due, and returns the session as the ledger then holds it. A re-consent
 // session's enrollment then follows: once its session cannot change, the
@@ -48,6 +37,9 @@ func (s *Service) expireSession(ctx context.Context, partner, id string, now tim
 	})
 	if err == nil && after.Purpose == domain.SessionPurposeUpdate && after.Status != domain.SessionOpen {
 		err = s.settleConsent(ctx, partner, after.EnrollmentID, after)
+	}
+	if err == nil {
+		s.cancelIdentity(ctx, after)
 	}
 	return after, err
 }
@@ -186,103 +178,29 @@ func (s *Service) Consent(ctx context.Context, sess domain.Session, shown string
 	if after.Purpose == domain.SessionPurposeUpdate {
 		return s.settleConsent(ctx, after.PartnerID, after.EnrollmentID, after)
 	}
-	return s.seedKYC(ctx, after, now)
-}
-
-// RepairKYC records the seed donor's identity decision that an earlier
-// request did not get to record (it is normally made right after consent),
-// and returns the session as the projections hold it afterwards.
-func (s *Service) RepairKYC(ctx context.Context, sess domain.Session, now time.Time) (domain.Session, error) {
-	s = s.as("app.RepairKYC")
-	if sess.Step(now) != domain.StepKYC || sess.KYC != "" {
-		return sess, nil
-	}
-	if err := s.seedKYC(ctx, sess, now); err != nil {
-		return sess, err
-	}
-	after, _, err := s.store.Session(sess.PartnerID, sess.ID)
-	return after, err
+	_, err = s.seedKYC(ctx, after, now)
+	return err
 }
 
 // seedKYC decides identity verification at once for the sandbox's seed
-// donors. Other donors wait for the KYC vendor (the simulator on the
-// sandbox).
-func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) error {
+// donors, and reports whether it did. Other donors go to the identity
+// vendor (the sandbox's stand-in, or the simulator).
+func (s *Service) seedKYC(ctx context.Context, sess domain.Session, now time.Time) (bool, error) {
 	if s.cfg.Env != domain.Sandbox || sess.Step(now) != domain.StepKYC || sess.KYC != "" {
-		return nil
+		return false, nil
 	}
 	phone, err := s.phone(ctx, sess)
 	if err != nil {
-		return err
+		return false, err
 	}
 	outcome, ok := domain.SeedKYC(phone)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	_, err = s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
 		return domain.DecideKYC(cur, outcome, "seed", now)
 	})
-	return err
-}
-
-// PayrollProviders lists the providers a donor can choose from. Only the
-// sandbox has any until a production payroll vendor is connected.
-func (s *Service) PayrollProviders() []domain.PayrollProvider {
-	if s.cfg.Env != domain.Sandbox {
-		return nil
-	}
-	return domain.SandboxPayrollProviders
-}
-
-// PayrollProvider finds a provider the donor can choose.
-func (s *Service) PayrollProvider(id string) (domain.PayrollProvider, bool) {
-	for _, p := range s.PayrollProviders() {
-		if p.ID == id {
-			return p, true
-		}
-	}
-	return domain.PayrollProvider{}, false
-}
-
-// ConnectPayroll signs the donor in to their payroll provider. On success
-// the session completes, naming a new enrollment, and the enrollment is
-// created (enrollment.created); connected is false when the provider
-// refused the credentials, which the session records.
-func (s *Service) ConnectPayroll(ctx context.Context, sess domain.Session, provider domain.PayrollProvider, user, password string, now time.Time) (connected bool, err error) {
-	s = s.as("app.ConnectPayroll")
-	if sess.Step(now) != domain.StepPayroll {
-		return false, domain.ErrWrongStep
-	}
-	if !domain.SandboxPayrollSignIn(user, password) {
-		_, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-			return domain.FailPayroll(cur, provider.ID, now)
-		})
-		return false, err
-	}
-	enrollment := domain.NewID(domain.PrefixEnrollment)
-	after, err := s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.CompleteSession(cur, enrollment, provider.ID, now)
-	})
-	if err != nil {
-		return false, err
-	}
-	// If this fails the sweeper (or a reload of the done page) creates it:
-	// the id is in the session.
-	if err := s.ensureEnrollment(ctx, after); err != nil {
-		s.log.Error().Err(err).Str("session_id", after.ID).Msg("enrollment creation failed")
-	}
-	return true, nil
-}
-
-// EnsureEnrollment creates a completed session's enrollment if the request
-// that completed it did not get to.
-func (s *Service) EnsureEnrollment(ctx context.Context, sess domain.Session) error {
-	s = s.as("app.EnsureEnrollment")
-	_, ok, err := s.store.Enrollment(sess.PartnerID, sess.EnrollmentID)
-	if err != nil || ok {
-		return err
-	}
-	return s.ensureEnrollment(ctx, sess)
+	return err == nil, err
 }
 
 // ChurchName is the name of the session's church, as the consent names it.

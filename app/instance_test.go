@@ -111,6 +111,12 @@ func (in *instance) enrollment(t testing.TB, partner, church string, status doma
 		t.Fatalf("open a donor session: %v", err)
 	}
 	id := domain.NewID(domain.PrefixEnrollment)
+	// The session completed naming the enrollment, as the payroll vendor's
+	// word on the switch makes it do.
+	in.execute(t, partner, sess.Session.ID, func(eventlog.History) (*domain.Event, error) {
+		ev := domain.NewEvent(partner, sess.Session.ID, church, time.Now(), &domain.DonorSessionCompleted{EnrollmentID: id, Provider: domain.PayrollVendor})
+		return &ev, nil
+	})
 	in.execute(t, partner, id, func(h eventlog.History) (*domain.Event, error) {
 		e := domain.Fold[domain.Enrollment](h.Events)
 		ev, err := domain.CreateEnrollment(&e, domain.NewEnrollment{

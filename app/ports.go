@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -65,4 +66,20 @@ type Bank interface {
 	// bank on first use: any instance may ask, any number of times, and
 	// the church gets one account.
 	DepositAccount(ctx context.Context, churchID string) (DepositAccount, error)
+	// AccountOwner is whose deposit account the bank's id of an account
+	// number names, for a credit the bank announced on it;
+	// ErrUnknownAccount when it names none.
+	AccountOwner(ctx context.Context, accountNumberID string) (AccountOwner, error)
 }
+
+// AccountOwner is the church an account number belongs to, and the
+// account reference its credits are recorded under (deposit.credited's
+// account_ref, which partners never see).
+type AccountOwner struct {
+	ChurchID   string
+	AccountRef string
+}
+
+// ErrUnknownAccount is an account number the bank credited that no church
+// was given.
+var ErrUnknownAccount = errors.New("the account number is no church's deposit account")

@@ -69,20 +69,46 @@ func edgeFailed(a simulators.Answer) error {
 	return nil
 }
 
-// SimulatePayrollConnected sends the payroll provider's confirmation of a
-// donor's deposit switch and returns the edge's answer.
+// SimulatePayrollConnected sends the payroll vendor's confirmation of a
+// donor's switch (enrollment.activated) and returns the edge's answer.
 func (s *Service) SimulatePayrollConnected(ctx context.Context, partner, enrollmentID, churchID string) (simulators.Answer, error) {
-	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
-		return sim.PayrollConnected(ctx, enrollmentID, churchID)
-	})
+	return s.simulatePayroll(ctx, partner, enrollmentID, churchID, (*simulators.Simulator).PayrollConnected)
 }
 
-// SimulatePayrollEnded sends the payroll provider's notice that a donor's
-// deduction ended (reason left_employer or deposit_switch_reverted) and
-// returns the edge's answer.
+// SimulatePayrollEnded sends the payroll vendor's word that the donor's
+// switch was undone (enrollment.ended, deposit_switch_reverted) and
+// returns the edge's answer. Truv, the payroll vendor, reports no end of
+// employment, so left_employer has no webhook to simulate.
 func (s *Service) SimulatePayrollEnded(ctx context.Context, partner, enrollmentID, churchID, reason string) (simulators.Answer, error) {
+	if err := s.simulate(ctx, partner, churchID); err != nil {
+		return simulators.Answer{}, err
+	}
+	if reason != domain.EndSwitchReverted {
+		var v domain.Validation
+		v.Add("reason", "must be %s: the payroll vendor reports no end of employment", domain.EndSwitchReverted)
+		return simulators.Answer{}, v.Err()
+	}
+	return s.simulatePayroll(ctx, partner, enrollmentID, churchID, (*simulators.Simulator).PayrollReverted)
+}
+
+// simulatePayroll sends a payroll vendor webhook about the switch that
+// names enrollmentID. The webhook names the enrollment alone, so the
+// simulator first refuses one that is another church's or another
+// partner's switch (422, as the edge would for a reference it does not
+// know); an id no switch names goes to the edge, which refuses it.
+func (s *Service) simulatePayroll(ctx context.Context, partner, enrollmentID, churchID string, send func(*simulators.Simulator, context.Context, string) (simulators.Answer, error)) (simulators.Answer, error) {
+	if err := s.simulate(ctx, partner, churchID); err != nil {
+		return simulators.Answer{}, err
+	}
+	sess, ok, err := s.store.SessionBySwitch(enrollmentID)
+	if err != nil {
+		return simulators.Answer{}, err
+	}
+	if ok && (sess.PartnerID != partner || sess.ChurchID != churchID) {
+		return simulators.Answer{}, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
+	}
 	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
-		return sim.PayrollEnded(ctx, enrollmentID, churchID, reason)
+		return send(sim, ctx, enrollmentID)
 	})
 }
 
@@ -102,6 +128,9 @@ type SimulatedDeposit struct {
 // webhook, which the edge credits once, and answers what the first run did.
 func (s *Service) SimulateDeposit(ctx context.Context, partner string, d SimulatedDeposit) (simulators.DepositResult, error) {
 	if err := s.simulate(ctx, partner, d.ChurchID); err != nil {
+		return simulators.DepositResult{}, err
+	}
+	if err := checkSimulatedDeposit(d); err != nil {
 		return simulators.DepositResult{}, err
 	}
 	sim := simulators.Deposit{ChurchID: d.ChurchID, AccountRef: d.AccountRef, Amount: d.Amount, Trace: d.Trace, Request: s.requestName()}
@@ -137,10 +166,17 @@ func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string
 	return dep.BankTS, nil
 }
 
-// SimulateKYC sends the identity verifier's decision about a donor. The
-// edge refuses it (409) unless one of the donor's sessions is waiting for
-// identity verification.
+// SimulateKYC sends the identity vendor's decision about a donor (passed,
+// review or failed), as the vendor's own webhook. The edge refuses it (409)
+// unless one of the donor's sessions is waiting for identity verification.
 func (s *Service) SimulateKYC(ctx context.Context, partner, churchID, donorID, outcome string) (simulators.Answer, error) {
+	switch outcome {
+	case domain.KYCPassed, domain.KYCReview, domain.KYCFailed:
+	default:
+		var v domain.Validation
+		v.Add("outcome", "must be passed, review or failed")
+		return simulators.Answer{}, v.Err()
+	}
 	return s.simulateAnswer(ctx, partner, churchID, func(sim *simulators.Simulator) (simulators.Answer, error) {
 		return sim.KYC(ctx, churchID, donorID, outcome)
 	})

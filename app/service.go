@@ -62,6 +62,12 @@ type Deps struct {
 	Webhooks func(*Service) (Webhooks, error)
 	// Phones verifies donor phones in the hosted flow.
 	Phones sms.Verifier
+	// Identity verifies donors' identity in the hosted flow.
+	Identity IdentityVerifier
+	// Payroll is the payroll-connectivity vendor, Bank the bank holding
+	// the churches' deposit accounts.
+	Payroll Payroll
+	Bank    Bank
 	// Simulator plays the sandbox vendors; nil on the production stack.
 	Simulator *simulators.Simulator
 	// KeyUse keeps the hour each API key was last used.
@@ -96,6 +102,9 @@ type instance struct {
 	counts    *delivery.Counts
 	webhooks  Webhooks
 	phones    sms.Verifier
+	identity  IdentityVerifier
+	payroll   Payroll
+	bank      Bank
 	simulator *simulators.Simulator
 	keyUse    *keyuse.Store
 	dashboard *dashboard.Grants
@@ -115,13 +124,20 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Phones == nil {
 		return nil, errors.New("app: no phone verifier")
 	}
+	if d.Identity == nil {
+		return nil, errors.New("app: no identity verifier")
+	}
+	if d.Payroll == nil || d.Bank == nil {
+		return nil, errors.New("app: no payroll vendor or no bank")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	s := &Service{instance: &instance{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
-		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones,
+		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones, identity: d.Identity,
+		payroll: d.Payroll, bank: d.Bank,
 		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
 		webhookSeal: d.Secrets.Sealer(secrets.WebhookSecretPurpose),
 		cancelSeal:  d.Secrets.Sealer(cancelReasonPurpose),

@@ -2,11 +2,7 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
@@ -19,41 +15,13 @@ import (
 // failure part-way runs again and the domain finishes what is missing.
 
 // VendorEvent is one verified vendor webhook. Exactly one of Payroll,
-// PayrollEnd, Bank and KYC is set, matching Kind.
+// Bank and KYC is set, matching Kind.
 type VendorEvent struct {
-	Kind       string // payroll | bank | kyc
-	ID         string // the vendor's event id
-	Payroll    *PayrollConfirmation
-	PayrollEnd *PayrollEnd
-	Bank       *BankCredit
-	KYC        *KYCResult
-}
-
-// PayrollConfirmation is the payroll provider confirming a donor's
-// direct-deposit switch.
-type PayrollConfirmation struct {
-	EnrollmentID string
-	ChurchID     string
-}
-
-// PayrollEnd is the payroll provider reporting that a donor's deduction
-// ended on its side: the donor left the employer, or the deposit switch was
-// reverted.
-type PayrollEnd struct {
-	EnrollmentID string
-	ChurchID     string
-	Reason       string
-}
-
-// BankCredit is the bank announcing an ACH credit to a church's account.
-// Amount is the JSON text of the amount, read exactly into cents.
-type BankCredit struct {
-	Trace      string
-	AccountRef string
-	Amount     json.RawMessage
-	Currency   string
-	BankTS     string
-	ChurchID   string
+	Kind    string // payroll | bank | kyc
+	ID      string // the vendor's event id
+	Payroll *PayrollReport
+	Bank    *BankCredit
+	KYC     *KYCResult
 }
 
 // KYCResult is the identity verifier's decision about a donor.
@@ -86,9 +54,7 @@ func (s *Service) ReceiveVendorEvent(ctx context.Context, ev VendorEvent) (chang
 	}
 	switch {
 	case ev.Payroll != nil:
-		changed, err = s.payrollConfirmed(ctx, msgID, *ev.Payroll)
-	case ev.PayrollEnd != nil:
-		changed, err = s.payrollEnded(ctx, msgID, *ev.PayrollEnd)
+		changed, err = s.payrollReported(ctx, msgID, *ev.Payroll)
 	case ev.KYC != nil:
 		changed, err = s.kycCompleted(ctx, msgID, *ev.KYC)
 	default:
@@ -134,49 +100,6 @@ func (s *Service) runVendor(ctx context.Context, cmd eventlog.Command) (bool, er
 	return err == nil && out.Record != nil && !out.Replayed, err
 }
 
-// payrollConfirmed activates a pending enrollment: exactly once, however
-// often and wherever the confirmation arrives, because activation is a
-// conditional append on the enrollment and an active enrollment decides
-// nothing more.
-func (s *Service) payrollConfirmed(ctx context.Context, msgID string, d PayrollConfirmation) (bool, error) {
-	return s.payrollMove(ctx, msgID, d.EnrollmentID, d.ChurchID, domain.ActivateEnrollment)
-}
-
-// payrollEnded ends an enrollment on the payroll provider's word
-// (enrollment.ended), once: an ended enrollment decides nothing more.
-func (s *Service) payrollEnded(ctx context.Context, msgID string, d PayrollEnd) (bool, error) {
-	if !slices.Contains(domain.EndReasons, d.Reason) {
-		var v domain.Validation
-		v.Add("reason", "must be one of %s", strings.Join(domain.EndReasons, ", "))
-		return false, v.Err()
-	}
-	return s.payrollMove(ctx, msgID, d.EnrollmentID, d.ChurchID, func(e *domain.Enrollment, now time.Time) (*domain.Event, error) {
-		return domain.EndEnrollment(e, d.Reason, now)
-	})
-}
-
-// payrollMove runs the payroll provider's decision on one of a church's
-// enrollments.
-func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID string, decide func(*domain.Enrollment, time.Time) (*domain.Event, error)) (bool, error) {
-	partner, err := s.churchOwner(churchID)
-	if err != nil {
-		return false, err
-	}
-	if !domain.ValidID(domain.PrefixEnrollment, enrollmentID) {
-		return false, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
-	}
-	return s.runVendor(ctx, eventlog.Command{
-		Partner: partner, Aggregate: enrollmentID, MsgID: msgID + ":0",
-		Decide: func(_ context.Context, h eventlog.History) (*domain.Event, error) {
-			e := domain.Fold[domain.Enrollment](h.Events)
-			if !e.Exists() || e.ChurchID != churchID {
-				return nil, unknownReference("enrollment_id %q is not an enrollment of this church.", enrollmentID)
-			}
-			return decide(&e, s.Now())
-		},
-	})
-}
-
 // bankCredit reconciles an ACH credit: it is credited to the church and its
 // account once per trace and announced to the partner as deposit.received,
 // in one append that carries the credit. What keeps a trace to one credit
@@ -194,7 +117,7 @@ func (s *Service) payrollMove(ctx context.Context, msgID, enrollmentID, churchID
 // between them) is announced by a second command under ":1", as that build
 // would have.
 func (s *Service) bankCredit(ctx context.Context, msgID string, d BankCredit) (bool, error) {
-	c, err := s.parseCredit(d)
+	c, err := s.parseCredit(ctx, d)
 	if err != nil {
 		return false, err
 	}
@@ -257,36 +180,6 @@ func (s *Service) deposit(ctx context.Context, partner, trace string) (domain.De
 		return domain.Deposit{}, fmt.Errorf("deposit %s: %w", trace, err)
 	}
 	return s.store.Deposit(partner, trace)
-}
-
-// parseCredit normalises a bank credit. The amount must be a JSON number
-// with at most two decimals and above 0; it is read from its text into
-// integer cents.
-func (s *Service) parseCredit(d BankCredit) (domain.Credit, error) {
-	var v domain.Validation
-	c := domain.Credit{Trace: d.Trace, AccountRef: d.AccountRef, ChurchID: d.ChurchID}
-	if amount, ok := domain.ParseHundredths(json.Number(d.Amount)); !ok || !IsJSONNumber(d.Amount) || amount <= 0 {
-		v.Add("amount", "must be a JSON number above 0 with at most two decimals")
-	} else {
-		c.Amount = amount
-	}
-	if d.Currency != "" && d.Currency != "USD" {
-		v.Add("currency", "must be USD")
-	}
-	ts, err := time.Parse(time.RFC3339Nano, d.BankTS)
-	if err != nil {
-		v.Add("bank_ts", "must be an RFC 3339 timestamp")
-	}
-	c.BankTS = ts
-	if err := v.Err(); err != nil {
-		return c, err
-	}
-	if err := domain.ValidateCredit(c); err != nil {
-		return c, err
-	}
-	partner, err := s.churchOwner(d.ChurchID)
-	c.PartnerID = partner
-	return c, err
 }
 
 // kycCompleted moves the donor's sessions waiting for identity

@@ -44,7 +44,12 @@ type Config struct {
 	DisableAfter time.Duration
 	// Resolver looks up receiver hosts. Default the system resolver.
 	Resolver Resolver
-	Log      zerolog.Logger
+	// Receivers overrides which receivers the stack may connect to; nil is
+	// PolicyFor(Env). No setting of the service sets it: an end-to-end
+	// test of the production stack does, to deliver to a receiver on
+	// loopback.
+	Receivers *Policy
+	Log       zerolog.Logger
 	// Metrics records delivery attempts; nil records nothing.
 	Metrics *telemetry.Metrics
 }
@@ -159,7 +164,11 @@ const fanOutMaxOut = 16384
 // nothing until Run.
 func New(ctx context.Context, cfg Config, d Deps) (*Dispatcher, error) {
 	cfg.defaults()
-	g := newGuard(PolicyFor(cfg.Env), cfg.Resolver)
+	policy := PolicyFor(cfg.Env)
+	if cfg.Receivers != nil {
+		policy = *cfg.Receivers
+	}
+	g := newGuard(policy, cfg.Resolver)
 	disp := &Dispatcher{
 		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, attempts: d.Attempts, counts: d.Counts,
 		seal: d.Secrets.Sealer(secrets.WebhookSecretPurpose), guard: g, endpoints: newEndpoints(),

@@ -129,7 +129,7 @@ var (
 
 	// The vendor edge's problems.
 	ProblemInvalidSignature = define(Problem{Code: "invalid-signature", Kind: KindUnauthorized, Status: 401, Title: "Invalid signature",
-		About: "The vendor webhook's Vendor-Signature header is missing, malformed, older than 300 seconds, or does not match the raw body."})
+		About: "The vendor webhook's signature, in the vendor's own header (X-Webhook-Sign for Truv at /edge/payroll, webhook-signature for Increase at /edge/bank, Stripe-Signature for Stripe Identity at /edge/kyc), is missing, malformed, too old where the vendor signs a time (five minutes for Increase and Stripe), or does not match the raw body. The status is the one the vendor expects: 400 for Stripe, 401 for the others."})
 	ProblemUnknownReference = define(Problem{Code: "unknown-reference", Kind: KindInvalid, Status: 422, Title: "Unknown reference",
 		About: "The vendor webhook names a church, enrollment or donor that does not exist, or that belong to different partners."})
 	ProblemTraceConflict = define(Problem{Code: "trace-conflict", Kind: KindConflict, Status: 409, Title: "Trace already used",
@@ -167,10 +167,10 @@ var (
 		Field: "consent", Message: "Tick both boxes to continue."})
 	FlowConsentChanged = define(Problem{Code: "consent-changed", Kind: KindConflict, Status: 409, Title: "Consent text changed", Flow: true,
 		Field: "consent", Message: "The terms were updated. Please read them again."})
-	FlowProviderMissing = define(Problem{Code: "provider-missing", Kind: KindInvalid, Status: 422, Title: "Payroll provider missing", Flow: true,
-		Field: "provider", Message: "Choose your payroll provider."})
-	FlowCredentialsMissing = define(Problem{Code: "credentials-missing", Kind: KindInvalid, Status: 422, Title: "Payroll sign-in missing", Flow: true,
-		Field: "username", Message: "Enter the username and password you use with your payroll provider."})
+	FlowPayrollUnavailable = define(Problem{Code: "payroll-unavailable", Kind: KindUnavailable, Status: 503, Title: "Payroll connection service unreachable", Flow: true,
+		Field: "connect", Message: "We could not open the payroll connection just now. Please try again in a moment."})
+	FlowIdentityUnavailable = define(Problem{Code: "identity-unavailable", Kind: KindUnavailable, Status: 503, Title: "Identity check unreachable", Flow: true,
+		Field: "identity", Message: "We could not reach the identity check. Please try again in a moment."})
 )
 
 // FlowMessage is the message the flow shows for code, if it shows one.

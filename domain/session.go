@@ -147,9 +147,12 @@ type KYCDecided struct {
 	Source  string `json:"source"`
 }
 
-// PayrollFailed records a failed payroll sign-in; the donor may retry.
+// PayrollFailed records that a payroll connection failed; the donor may
+// retry. Provider is the payroll vendor (older records name a sandbox
+// provider), Reason the vendor's word for what failed, when it gave one.
 type PayrollFailed struct {
 	Provider string `json:"provider"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // DonorSessionCompleted records that the donor connected payroll. The session
@@ -211,26 +214,38 @@ func init() {
 
 // Session is the donor session aggregate.
 type Session struct {
-	ID             string        `json:"id"`
-	PartnerID      string        `json:"partner_id"`
-	ChurchID       string        `json:"church_id"`
-	DonorID        string        `json:"donor_id"`
-	Giving         Giving        `json:"giving"`
-	RedirectURL    string        `json:"redirect_url"`
-	TokenHash      string        `json:"token_hash"`
-	CreatedAt      time.Time     `json:"created_at"`
-	ExpiresAt      time.Time     `json:"expires_at"`
-	Expired        bool          `json:"expired"`
-	BindingHash    string        `json:"binding_hash,omitempty"`
-	CodeSentAt     *time.Time    `json:"code_sent_at,omitempty"`
-	CodeAttempts   int           `json:"code_attempts"`
-	Locked         bool          `json:"locked"`
-	PhoneVerified  bool          `json:"phone_verified"`
-	ConsentVersion string        `json:"consent_version,omitempty"`
-	KYC            string        `json:"kyc,omitempty"`
-	PayrollFails   int           `json:"payroll_fails"`
-	EnrollmentID   string        `json:"enrollment_id,omitempty"`
-	Status         SessionStatus `json:"status"`
+	ID             string     `json:"id"`
+	PartnerID      string     `json:"partner_id"`
+	ChurchID       string     `json:"church_id"`
+	DonorID        string     `json:"donor_id"`
+	Giving         Giving     `json:"giving"`
+	RedirectURL    string     `json:"redirect_url"`
+	TokenHash      string     `json:"token_hash"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	Expired        bool       `json:"expired"`
+	BindingHash    string     `json:"binding_hash,omitempty"`
+	CodeSentAt     *time.Time `json:"code_sent_at,omitempty"`
+	CodeAttempts   int        `json:"code_attempts"`
+	Locked         bool       `json:"locked"`
+	PhoneVerified  bool       `json:"phone_verified"`
+	ConsentVersion string     `json:"consent_version,omitempty"`
+	KYC            string     `json:"kyc,omitempty"`
+	// Identity is the identity vendor's id of the verification the donor
+	// was last sent to (IdentityStarted), "" before.
+	Identity     string `json:"identity,omitempty"`
+	PayrollFails int    `json:"payroll_fails"`
+	// SwitchStarts counts the openings of the payroll vendor's widget, and
+	// SwitchEnrollment names the enrollment the switch creates.
+	SwitchStarts     int       `json:"switch_starts,omitempty"`
+	SwitchEnrollment string    `json:"switch_enrollment_id,omitempty"`
+	VendorUser       string    `json:"vendor_user,omitempty"`
+	SwitchStartedAt  time.Time `json:"switch_started_at,omitzero"`
+	// SwitchRefused is true when the vendor's last word since the widget
+	// last opened is a failure.
+	SwitchRefused bool          `json:"switch_refused,omitempty"`
+	EnrollmentID  string        `json:"enrollment_id,omitempty"`
+	Status        SessionStatus `json:"status"`
 	// Purpose and Previous are set on re-consent sessions: Giving is the
 	// value asked for, Previous the one the enrollment has.
 	Purpose  SessionPurpose `json:"purpose,omitempty"`
@@ -275,6 +290,8 @@ func (s *Session) Apply(e Event) {
 		if s.Purpose == SessionPurposeUpdate {
 			s.Status = SessionCompleted
 		}
+	case *IdentityStarted:
+		s.Identity = p.Verification
 	case *KYCDecided:
 		s.KYC = p.Outcome
 		if p.Outcome == KYCFailed {
@@ -282,8 +299,17 @@ func (s *Session) Apply(e Event) {
 		}
 	case *DonorSessionDeclined:
 		s.KYC, s.Status = KYCFailed, SessionDeclined
+	case *PayrollSwitchStarted:
+		s.SwitchStarts++
+		s.SwitchRefused = false
+		s.SwitchStartedAt = e.OccurredAt
+		s.SwitchEnrollment = p.EnrollmentID
+		if p.VendorUser != "" {
+			s.VendorUser = p.VendorUser
+		}
 	case *PayrollFailed:
 		s.PayrollFails++
+		s.SwitchRefused = true
 	case *DonorSessionCompleted:
 		s.EnrollmentID, s.Status = p.EnrollmentID, SessionCompleted
 	case *DonorSessionExpired, *ReconsentExpired:
@@ -298,7 +324,7 @@ func (s *Session) Step(now time.Time) FlowStep {
 		return StepDone
 	case s.Status == SessionDeclined:
 		return StepDeclined
-	case s.Status == SessionExpired || !now.Before(s.ExpiresAt):
+	case s.Status == SessionExpired || !now.Before(s.Deadline()):
 		return StepExpired
 	case s.Locked:
 		return StepLocked
@@ -383,7 +409,7 @@ func Bind(s *Session, held, fresh string, now time.Time) (*Event, error) {
 
 // open checks the session can still change.
 func (s *Session) open(now time.Time) error {
-	if s.Status != SessionOpen || !now.Before(s.ExpiresAt) {
+	if s.Status != SessionOpen || !now.Before(s.Deadline()) {
 		return ErrSessionClosed
 	}
 	return nil
@@ -514,7 +540,8 @@ func DecideKYC(s *Session, outcome, source string, now time.Time) (*Event, error
 }
 
 // SeedKYC is the sandbox's seed donors: their phone decides the identity
-// outcome at once. Other phones wait for the KYC simulator.
+// outcome at once. Other donors verify at the identity vendor, which on the
+// sandbox is its built-in stand-in (or POST /sandbox/simulate/kyc).
 func SeedKYC(phone string) (string, bool) {
 	switch phone {
 	case "+12025550100":
@@ -527,25 +554,22 @@ func SeedKYC(phone string) (string, bool) {
 	return "", false
 }
 
-// FailPayroll decides recording a failed payroll sign-in.
-func FailPayroll(s *Session, provider string, now time.Time) (*Event, error) {
-	if err := s.at(StepPayroll, now); err != nil {
-		return nil, err
-	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &PayrollFailed{Provider: provider})
-	return &ev, nil
-}
-
-// CompleteSession decides the donor's successful payroll connection, naming
-// the enrollment to create. Completing a completed session changes nothing.
-func CompleteSession(s *Session, enrollmentID, provider string, now time.Time) (*Event, error) {
+// CompleteSession decides that the payroll vendor reported the donor's
+// switch submitted: the session completes, naming the enrollment the
+// switch started with, which is created next. Completing a completed
+// session changes nothing; a session whose widget never opened has no
+// switch to complete.
+func CompleteSession(s *Session, now time.Time) (*Event, error) {
 	if s.Status == SessionCompleted {
 		return nil, nil
 	}
 	if err := s.at(StepPayroll, now); err != nil {
 		return nil, err
 	}
-	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &DonorSessionCompleted{EnrollmentID: enrollmentID, Provider: provider})
+	if s.SwitchEnrollment == "" {
+		return nil, ErrWrongStep
+	}
+	ev := NewEvent(s.PartnerID, s.ID, s.ChurchID, now, &DonorSessionCompleted{EnrollmentID: s.SwitchEnrollment, Provider: PayrollVendor})
 	return &ev, nil
 }
 
@@ -558,7 +582,7 @@ func (s *Session) EnrollmentFor() NewEnrollment {
 // (donor_session.expired, or for a re-consent session an internal record).
 // It returns a nil event when the session is not open or not yet due.
 func Expire(s *Session, now time.Time) *Event {
-	if s.Status != SessionOpen || now.Before(s.ExpiresAt) {
+	if s.Status != SessionOpen || now.Before(s.Deadline()) {
 		return nil
 	}
 	var p Payload = &DonorSessionExpired{DonorSessionID: s.ID}

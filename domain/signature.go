@@ -21,8 +21,6 @@ const SignatureTolerance = 300 * time.Second
 const (
 	// WebhookSignatureHeader signs the service's deliveries to partners.
 	WebhookSignatureHeader = "Service-Signature"
-	// VendorSignatureHeader signs the vendors' webhooks to the service.
-	VendorSignatureHeader = "Vendor-Signature"
 	// WebhookAttemptHeader numbers a delivery's attempt, from 1; a resend
 	// or a recovery is attempt 1 of a new delivery.
 	WebhookAttemptHeader = "Service-Webhook-Attempt"
@@ -44,9 +42,9 @@ const (
 // Sign returns a signature header value for body at time t:
 // "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">", keyed with the
 // whole secret as given (an endpoint's "whsec_..." string, prefix included).
-// It is the one signer: the dispatcher signs real and test deliveries with
-// it, and the sandbox simulators sign vendor webhooks with it, each with its
-// own secret.
+// It is the scheme of the service's own webhooks as a receiver checks them
+// (WebhookSigner makes the deliveries' headers); the tests of the receivers
+// in this module sign with it.
 func Sign(secret []byte, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return serviceSignature(ts, mac(secret, ts, body))

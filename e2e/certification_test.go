@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/partnergiving/giving/domain"
 )
 
@@ -93,10 +93,7 @@ func TestCertificationSequence(t *testing.T) {
 	tb.open(s.URL, "Confirm it's you")
 	tb.verifyPhone()
 	tb.consent("Connect your payroll")
-	tb.run("choose a provider", chromedp.Click(chromedp.CSS(`input[name=provider]`)))
-	tb.typeInto("#username", "user_good")
-	tb.typeInto("#password", "pass_good")
-	tb.click("#connect", "You're all set")
+	tb.connectPayroll("user_good", "You're all set")
 	created := waitDelivered(t, rc, "enrollment.created", 1)[0]
 	var createdEnv struct {
 		Payload struct {
@@ -345,7 +342,7 @@ func TestSandboxCompleteFlowCommand(t *testing.T) {
 	}{
 		{"declined donor", flow(session("+12025550102")), 1, "ended declined"},
 		{"wrong code", flow(session("+12025550100"), "--phone-code", "123456"), 1, `the flow refused the answers at "Confirm it's you": That code is not right`},
-		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "did not accept that username and password"},
+		{"payroll refuses", flow(session("+12025550100"), "--username", "user_bad"), 1, "the payroll widget refused the sign-in"},
 		{"stopping without --state", flow(session("+12025550100"), "--stop-at-identity"), 2, "--stop-at-identity needs --state"},
 		{"not a session url", flow(ts.URL + "/v1/donor_sessions"), 2, "is not a donor session's url"},
 		{"no key", runCLI(t, nil, "sandbox", "complete-flow", session("+12025550100")), 2, "--api-key must be"},
@@ -353,6 +350,18 @@ func TestSandboxCompleteFlowCommand(t *testing.T) {
 		if tc.r.Code != tc.code || !strings.Contains(tc.r.Stderr, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", tc.name, tc.r.Code, tc.r.Stderr, tc.code, tc.want)
 		}
+	}
+	// A donor who is not a seed goes to the identity stand-in's page and
+	// waits there for the simulator; the same browser then goes on.
+	waiting := openSession(t, c, church, "+12025550123", "pct", "3", "https://localhost/done")
+	state := filepath.Join(t.TempDir(), "donor.json")
+	stop := flow(waiting.URL, "--stop-at-identity", "--state", state)
+	if stop.Code != 0 || !strings.Contains(stop.Stderr, "flow: Verify your identity") || !strings.Contains(stop.Stderr, "the donor waits for identity verification") {
+		t.Fatalf("stop at identity: exit %d\n%s", stop.Code, stop.Stderr)
+	}
+	simulateKYC(t, c, church, waiting.DonorID, "passed")
+	if r := flow(waiting.URL, "--state", state); r.Code != 0 || !domain.ValidID(domain.PrefixEnrollment, strings.TrimSpace(r.Stdout)) {
+		t.Fatalf("after the identity decision: exit %d %q\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// The flow is bound to the first browser: a second one is told so.
 	url := session("+12025550100")

@@ -233,8 +233,10 @@ func TestCLIEnvironmentAndProductionKeys(t *testing.T) {
 
 	// Production refuses to start without its vendors; these point nowhere.
 	srv := startServer(t, dir, []string{"GIVING_ENV=production",
-		"GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
-		"GIVING_VENDOR_SECRET_PAYROLL=p", "GIVING_VENDOR_SECRET_BANK=b", "GIVING_VENDOR_SECRET_KYC=k"})
+		"GIVING_PUBLIC_URL=https://giving.test", "GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
+		"GIVING_TRUV_CLIENT_ID=c", "GIVING_TRUV_SECRET=p", "GIVING_TRUV_BASE_URL=http://127.0.0.1:1",
+		"GIVING_STRIPE_SECRET_KEY=sk_live_0", "GIVING_STRIPE_WEBHOOK_SECRET=whsec_0", "GIVING_STRIPE_BASE_URL=http://127.0.0.1:1",
+		"GIVING_INCREASE_API_KEY=i", "GIVING_INCREASE_WEBHOOK_SECRET=b", "GIVING_INCREASE_ACCOUNT_ID=account_0", "GIVING_INCREASE_BASE_URL=http://127.0.0.1:1"})
 	if !strings.Contains(srv.Stdout.String(), "production stack") {
 		t.Fatalf("serve output %q", srv.Stdout)
 	}
@@ -441,8 +443,10 @@ func grepDir(t *testing.T, dir, s string) string {
 func TestTwoStacksOnOneHostDoNotCollide(t *testing.T) {
 	t.Parallel()
 	var stacks []*server
-	production := []string{"GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
-		"GIVING_VENDOR_SECRET_PAYROLL=p", "GIVING_VENDOR_SECRET_BANK=b", "GIVING_VENDOR_SECRET_KYC=k"}
+	production := []string{"GIVING_PUBLIC_URL=https://giving.test", "GIVING_TWILIO_ACCOUNT_SID=AC0", "GIVING_TWILIO_AUTH_TOKEN=t", "GIVING_TWILIO_SERVICE_SID=VA0", "GIVING_TWILIO_BASE_URL=http://127.0.0.1:1",
+		"GIVING_TRUV_CLIENT_ID=c", "GIVING_TRUV_SECRET=p", "GIVING_TRUV_BASE_URL=http://127.0.0.1:1",
+		"GIVING_STRIPE_SECRET_KEY=sk_live_0", "GIVING_STRIPE_WEBHOOK_SECRET=whsec_0", "GIVING_STRIPE_BASE_URL=http://127.0.0.1:1",
+		"GIVING_INCREASE_API_KEY=i", "GIVING_INCREASE_WEBHOOK_SECRET=b", "GIVING_INCREASE_ACCOUNT_ID=account_0", "GIVING_INCREASE_BASE_URL=http://127.0.0.1:1"}
 	for env, vars := range map[string][]string{"sandbox": nil, "production": production} {
 		s := launchCommand(t, "", vars, "serve", "--env", env, "--data", t.TempDir(),
 			"--addr", "127.0.0.1:0", "--nats-listen", "")

@@ -104,9 +104,37 @@ func (d *donorBrowser) submit(action string, form url.Values) flowPage {
 	return d.do(req)
 }
 
+// connectPayroll opens the payroll connection and signs in to the
+// sandbox's stand-in of the payroll vendor's widget as user (user_good,
+// user_bad), as the widget's window does in a browser, then comes back to
+// the flow's page. The widget's token travels in the connection page's
+// fragment, as the flow hands it over.
+func (d *donorBrowser) connectPayroll(user string) flowPage {
+	d.t.Helper()
+	p := d.submit("payroll", nil)
+	p.expect(d.t, http.StatusOK, "Connect your payroll")
+	if csp := p.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'sha256-") || strings.Contains(csp, "unsafe") || strings.Contains(csp, "*") {
+		d.t.Fatalf("the connection page's policy: %s", csp)
+	}
+	at, _ := url.Parse(p.URL)
+	frag, _ := url.ParseQuery(at.EscapedFragment())
+	script := widgetScript.FindStringSubmatch(p.Body)
+	if frag.Get("bridge") == "" || script == nil {
+		d.t.Fatalf("the connection page carries no widget token or script: %s\n%s", p.URL, p.Body)
+	}
+	widget := strings.TrimSuffix(html.UnescapeString(script[1]), "/bridge.js") + "/bridge/" + url.PathEscape(frag.Get("bridge"))
+	req, _ := http.NewRequest(http.MethodPost, widget, strings.NewReader(url.Values{"username": {user}, "password": {"any"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if w := d.do(req); w.Status != http.StatusOK || !strings.Contains(w.Body, "Connect your payroll") {
+		d.t.Fatalf("the payroll widget: %d\n%s", w.Status, w.Body)
+	}
+	return d.open("")
+}
+
 var (
-	csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-	h1Element = regexp.MustCompile(`(?s)<h1>(.*?)</h1>`)
+	widgetScript = regexp.MustCompile(`<script src="([^"]+/bridge\.js)"></script>`)
+	csrfField    = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	h1Element    = regexp.MustCompile(`(?s)<h1>(.*?)</h1>`)
 )
 
 func (p flowPage) csrf() string {
@@ -145,7 +173,7 @@ func enrollByFlow(t *testing.T, c *apitest.Client, church, mode, value string, r
 	d.submit("code", nil)
 	d.submit("verify", url.Values{"code": {"000000"}})
 	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
-	d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
+	d.connectPayroll("user_good").expect(t, http.StatusOK, "You're all set")
 	done := waitSessionStatus(t, c, s.ID, "completed")
 	return s, *done.EnrollmentID, d
 }

@@ -189,7 +189,7 @@ func TestEnrollmentLifecycle(t *testing.T) {
 		refused(t, c, en, "resume", nil, "pending_consent")
 		refused(t, c, en, "update", `{"value":9}`, "pending_consent")
 		refused(t, c, en, "update", `{"value":1}`, "pending_consent")
-		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "left_employer"}); code != http.StatusConflict {
+		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "deposit_switch_reverted"}); code != http.StatusConflict {
 			t.Fatalf("payroll-ended while pending_consent: edge answered %d, want 409", code)
 		}
 		if w.appended(t, en) != n+1 {
@@ -254,24 +254,17 @@ func TestEnrollmentLifecycle(t *testing.T) {
 		} {
 			checkProblem(t, c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", bad, nil), http.StatusUnprocessableEntity, "validation-error")
 		}
-		// The edge checks the vendor's reason too, and names the route's types.
-		secret := ts.API.VendorSecrets().Payroll
-		code, body := sendVendor(t, ts, "payroll", secret, vendorBody("end-bored", "deposit_switch.ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "bored"}), time.Now())
-		if code != http.StatusUnprocessableEntity || !strings.Contains(string(mustJSON(t, body)), "left_employer") {
-			t.Fatalf("an unknown reason at the edge: %d %v", code, body)
-		}
-		code, body = sendVendor(t, ts, "payroll", secret, vendorBody("end-type", "deposit_switch.gone", map[string]string{"enrollment_id": en, "church_id": church}), time.Now())
-		if code != http.StatusUnprocessableEntity || !strings.Contains(string(mustJSON(t, body)), `\"deposit_switch.ended\"`) {
-			t.Fatalf("an unknown type at the edge: %d %v", code, body)
-		}
-		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "left_employer"}); code != http.StatusOK {
+		// The payroll vendor reports no end of employment: left_employer
+		// cannot be simulated, and nothing is sent.
+		checkProblem(t, c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "left_employer"}, nil), http.StatusUnprocessableEntity, "validation-error")
+		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en, "church_id": church, "reason": "deposit_switch_reverted"}); code != http.StatusOK {
 			t.Fatalf("payroll-ended: edge answered %d", code)
 		}
-		if p := w.expect(t, "enrollment.ended", en); !reflect.DeepEqual(p, map[string]any{"enrollment_id": en, "reason_code": "left_employer"}) {
+		if p := w.expect(t, "enrollment.ended", en); !reflect.DeepEqual(p, map[string]any{"enrollment_id": en, "reason_code": "deposit_switch_reverted"}) {
 			t.Fatalf("ended payload %v", p)
 		}
 		got := getEnrollment(t, c, en)
-		if got.Status != "ended" || got.EndedAt == nil || got.EndReason == nil || *got.EndReason != "left_employer" {
+		if got.Status != "ended" || got.EndedAt == nil || got.EndReason == nil || *got.EndReason != "deposit_switch_reverted" {
 			t.Fatalf("ended: %+v", got)
 		}
 		n := w.appended(t, en)
@@ -288,7 +281,7 @@ func TestEnrollmentLifecycle(t *testing.T) {
 		// The donor's link says so, in any browser, with no form.
 		page := newDonorBrowser(t, sess.URL, nil).open("")
 		page.expect(t, http.StatusOK, "Your giving has ended")
-		if strings.Contains(page.Body, "<form") || !strings.Contains(page.Body, "no longer work for the employer") {
+		if strings.Contains(page.Body, "<form") || !strings.Contains(page.Body, "deduction was switched off") {
 			t.Fatalf("ended page:\n%s", page.Body)
 		}
 		checkFlowHeaders(t, page)
@@ -321,7 +314,7 @@ func TestEnrollmentLifecycle(t *testing.T) {
 			refused(t, c, en2, action, nil, "canceled")
 		}
 		refused(t, c, en2, "update", `{"value":30}`, "canceled")
-		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en2, "church_id": church, "reason": "left_employer"}); code != http.StatusConflict {
+		if code := simulate(t, c, "payroll-ended", map[string]string{"enrollment_id": en2, "church_id": church, "reason": "deposit_switch_reverted"}); code != http.StatusConflict {
 			t.Fatalf("payroll-ended on a canceled enrollment: edge answered %d", code)
 		}
 		// The donor's own browser and any other see the canceled page.

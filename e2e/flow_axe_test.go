@@ -114,7 +114,7 @@ func TestFlowPagesAxe(t *testing.T) {
 	}
 
 	t.Run("the way through, with every error message", func(t *testing.T) {
-		_, tb := session(t, "+12025550100")
+		s, tb := session(t, "+12025550100")
 		check(t, tb, "verify")
 		tb.click("#send", "Confirm it's you")
 		check(t, tb, "verify") // the code field
@@ -128,24 +128,28 @@ func TestFlowPagesAxe(t *testing.T) {
 		check(t, tb, "consent") // boxes not ticked
 		tb.consent("Connect your payroll")
 		check(t, tb, "payroll")
-		tb.click("#connect", "Connect your payroll")
-		check(t, tb, "payroll") // no provider chosen
-		tb.run("choose a provider", chromedp.Click(chromedp.CSS("#provider-summit_hr")))
-		tb.typeInto("#username", "user_bad")
-		tb.typeInto("#password", "pass_bad")
-		tb.click("#connect", "We couldn't sign you in")
-		check(t, tb, "payroll_failed")
-		tb.click("#retry", "Connect your payroll")
-		tb.run("choose a provider", chromedp.Click(chromedp.CSS("#provider-summit_hr")))
-		tb.typeInto("#username", "user_good")
-		tb.typeInto("#password", "pass_good")
-		tb.click("#connect", "You're all set")
+		tb.openPayrollWidget()
+		check(t, tb, "connect") // the payroll widget open over it
+		// The donor leaves the widget unfinished and comes back.
+		tb.open(s.URL, "Waiting for your payroll provider")
+		check(t, tb, "payroll") // waiting for the provider's word
+		tb.connectPayroll("user_bad", "We couldn't connect your payroll")
+		check(t, tb, "payroll") // refused
+		tb.connectPayroll("user_good", "You're all set")
 		check(t, tb, "done")
 	})
 
 	t.Run("identity", func(t *testing.T) {
+		_, tb := session(t, "+12025550123")
+		tb.verifyPhone()
+		tb.consent("Check your identity")
+		check(t, tb, "identity")
+		tb.click("#identity", "Verify your identity")
+		check(t, tb, "the identity stand-in")
+		tb.run("wait for the simulator", chromedp.Click(chromedp.CSS("#choice-wait")))
+		tb.click("#finish", "Checking your identity")
+		check(t, tb, "checking")
 		for phone, want := range map[string]struct{ page, h1 string }{
-			"+12025550123": {"checking", "Checking your identity"},
 			"+12025550101": {"review", "We're reviewing your details"},
 			"+12025550102": {"declined", "We couldn't verify your identity"},
 		} {

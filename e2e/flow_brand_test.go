@@ -184,9 +184,12 @@ func TestFlowShowsThePartnersBrand(t *testing.T) {
 		if !strings.Contains(p.Body, "by contacting Beacon Church Apps support at https://beacon.example/help.") {
 			t.Fatalf("consent names the support page: %s", p.Body)
 		}
+		p = d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
+		p.expect(t, http.StatusOK, "Check your identity")
+		checkBrand(t, p, beaconBrand, "Hope Fellowship", flowCSP, acmeBrand)
 		// The identity-wait page runs its script: its own policy, with the
 		// logo's origin.
-		p = d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
+		p = d.verifyIdentity("wait")
 		p.expect(t, http.StatusOK, "Checking your identity")
 		checkBrand(t, p, beaconBrand, "Hope Fellowship", flowWaitCSP, acmeBrand)
 		// Another browser: the link-used page names the partner too.

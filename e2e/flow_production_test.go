@@ -22,30 +22,8 @@ func withSMS(v sms.Verifier) stackOption {
 // from Twilio, the sandbox's 000000 does not work, and no seed donor exists.
 func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var calls []string
-	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, pass, _ := r.BasicAuth()
-		_ = r.ParseForm()
-		mu.Lock()
-		calls = append(calls, user+":"+pass+" "+r.URL.Path+" "+r.PostForm.Encode())
-		mu.Unlock()
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/Verifications"):
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"status":"pending"}`))
-		case r.PostForm.Get("Code") == "424242":
-			_, _ = w.Write([]byte(`{"status":"approved","valid":true}`))
-		default:
-			_, _ = w.Write([]byte(`{"status":"pending","valid":false}`))
-		}
-	}))
-	defer fake.Close()
-	tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: fake.URL, AccountSID: "AC1", AuthToken: "tok", ServiceSID: "VA1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startStack(t, withEnv(domain.Production), withSMS(tw))
+	tw := startTwilio(t, "424242")
+	ts := startStack(t, withEnv(domain.Production), withSMS(tw.verifier))
 	c, _ := ts.partner(t)
 	church := importChurch(t, c, "Grace")
 	s := openSession(t, c, church, "+12025550100", "pct", "2", "https://partner.example/back")
@@ -59,15 +37,55 @@ func TestProductionFlowVerifiesThroughTwilio(t *testing.T) {
 		t.Fatalf("the sandbox code worked in production: %s", p.Body)
 	}
 	d.submit("verify", url.Values{"code": {"424242"}}).expect(t, http.StatusOK, "Agree to give")
-	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Checking your identity")
+	d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}}).expect(t, http.StatusOK, "Check your identity")
 	want := []string{
 		"AC1:tok /v2/Services/VA1/Verifications Channel=sms&To=%2B12025550100",
 		"AC1:tok /v2/Services/VA1/VerificationCheck Code=000000&To=%2B12025550100",
 		"AC1:tok /v2/Services/VA1/VerificationCheck Code=424242&To=%2B12025550100",
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+	if calls := tw.received(); strings.Join(calls, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Twilio calls:\n%s", strings.Join(calls, "\n"))
 	}
+}
+
+// twilio is a local Twilio Verify: it records each call (credentials,
+// path, form) and approves one code.
+type twilio struct {
+	verifier sms.Verifier
+	mu       sync.Mutex
+	calls    []string
+}
+
+func startTwilio(t *testing.T, code string) *twilio {
+	t.Helper()
+	tw := &twilio{}
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		_ = r.ParseForm()
+		tw.mu.Lock()
+		tw.calls = append(tw.calls, user+":"+pass+" "+r.URL.Path+" "+r.PostForm.Encode())
+		tw.mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/Verifications"):
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"status":"pending"}`))
+		case r.PostForm.Get("Code") == code:
+			_, _ = w.Write([]byte(`{"status":"approved","valid":true}`))
+		default:
+			_, _ = w.Write([]byte(`{"status":"pending","valid":false}`))
+		}
+	}))
+	t.Cleanup(fake.Close)
+	v, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: fake.URL, AccountSID: "AC1", AuthToken: "tok", ServiceSID: "VA1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.verifier = v
+	return tw
+}
+
+func (tw *twilio) received() []string {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return append([]string(nil), tw.calls...)
 }

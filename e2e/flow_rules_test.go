@@ -111,11 +111,13 @@ func TestFlowIdentityScreens(t *testing.T) {
 	waitSessionStatus(t, c, declined.ID, "declined")
 	d.open("").expect(t, http.StatusOK, "We couldn't verify your identity")
 
-	// A phone that is not a seed waits for the identity vendor.
+	// A phone that is not a seed goes to the identity vendor, and waits
+	// for its decision.
 	waiting := openSession(t, c, church, "+12025550123", "pct", "2", "https://partner.example/back")
 	d = newDonorBrowser(t, waiting.URL, nil)
 	verifiedDonor(t, d)
-	d.page.expect(t, http.StatusOK, "Checking your identity")
+	d.page.expect(t, http.StatusOK, "Check your identity")
+	d.verifyIdentity("wait").expect(t, http.StatusOK, "Checking your identity")
 	checkWaitPage(t, d.page, 5)
 }
 
@@ -138,6 +140,10 @@ func TestFlowExpiry(t *testing.T) {
 	d.submit("code", url.Values{"csrf": {csrf}}).expect(t, http.StatusGone, "This link has expired")
 	newDonorBrowser(t, s.URL, nil).open("").expect(t, http.StatusGone, "This link has expired")
 	waitSessionStatus(t, c, s.ID, "expired")
+	// The pages write nothing: the sweeper records the expiry, once.
+	waitFor(t, 10*time.Second, "donor_session.expired", func() bool {
+		return sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired") > 0
+	})
 	if n := sessionEvents(t, ts.Ledger, s.ID, "donor_session.expired"); n != 1 {
 		t.Fatalf("%d donor_session.expired events, want 1", n)
 	}

@@ -71,7 +71,9 @@ func TestFlowWaitWithoutJavaScript(t *testing.T) {
 	}
 	checkFlowHeaders(t, p) // no script on any other page
 	verifiedDonor(t, d)
-	d.page.expect(t, http.StatusOK, "Checking your identity")
+	d.page.expect(t, http.StatusOK, "Check your identity")
+	checkFlowHeaders(t, d.page)
+	d.verifyIdentity("wait").expect(t, http.StatusOK, "Checking your identity")
 	checkWaitPage(t, d.page, 5)
 
 	// "Check again" is a plain link to the flow's page.
@@ -111,7 +113,8 @@ func TestFlowWaitInBrowser(t *testing.T) {
 		t.Fatalf("sandbox note: %q", note)
 	}
 	tb.verifyPhone()
-	tb.consent("Checking your identity")
+	tb.consent("Check your identity")
+	tb.verifyIdentity("wait", "Checking your identity")
 	waitFor(t, 5*time.Second, "the wait script to start", func() bool {
 		return tb.text(`String(document.getElementById("wait-auto").hidden)`) == "false"
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,7 +63,7 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	s := openSession(t, c, church, phone, "pct", "3", "https://partner.example/back")
 	d := newDonorBrowser(t, s.URL, nil)
 	verifiedDonor(t, d)
-	d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
+	d.connectPayroll("user_good").expect(t, http.StatusOK, "You're all set")
 	enrollment := waitSessionStatus(t, c, s.ID, "completed").EnrollmentID
 
 	if r := c.Do(http.MethodPost, "/sandbox/simulate/payroll-connected", map[string]string{"enrollment_id": *enrollment, "church_id": church}, nil); r.Status != http.StatusOK {
@@ -221,7 +220,7 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 		t.Errorf("failed attempt line: %v", attempt)
 	}
 	if l := findLine(logs, "vendor webhook rejected"); l == nil || l["vendor"] != "bank" || l["result"] != "invalid_signature" ||
-		!strings.Contains(fmt.Sprint(l["reason"]), "header missing") {
+		!strings.Contains(fmt.Sprint(l["reason"]), "missing") {
 		t.Errorf("vendor rejection line: %v", l)
 	}
 	if l := findLine(logs, "rate limited (sampled: the first 10 a minute, then 1 in 100)"); l == nil || l["key_id"] == nil || l["route"] != "/v1/churches" {

@@ -17,6 +17,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
+	"github.com/partnergiving/giving/vendors/stripeidentity"
 )
 
 // phoneForms are the ways a US number can be written, for the PII sweep.
@@ -125,10 +126,12 @@ func TestNoPhoneAnywhere(t *testing.T) {
 		d.submit("verify", url.Values{"code": {"123456"}})
 		d.submit("verify", url.Values{"code": {"000000"}})
 		p := d.submit("consent", url.Values{"version": {domain.ConsentVersion}, "gift": {"yes"}, "terms": {"yes"}})
+		if dn.end == "Checking your identity" {
+			p = d.verifyIdentity("wait")
+		}
 		if dn.end == "You're all set" {
-			d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_bad"}, "password": {"nope"}})
-			d.open("")
-			p = d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}})
+			d.connectPayroll("user_bad")
+			p = d.connectPayroll("user_good")
 		}
 		p.expect(t, http.StatusOK, dn.end)
 		newDonorBrowser(t, s.URL, rec).open("").expect(t, http.StatusForbidden, "This link was already used")
@@ -175,7 +178,7 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	d.page.expect(t, http.StatusOK, "Too many wrong codes")
 	clock.advance(domain.SessionLifetime + time.Second)
 	waitFor(t, 10*time.Second, "the raise to expire", func() bool { return countEvents(t, ts, "enrollment.update_expired") == 1 })
-	c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": enrollments[1], "church_id": church, "reason": "left_employer"}, nil)
+	c.Do(http.MethodPost, "/sandbox/simulate/payroll-ended", map[string]string{"enrollment_id": enrollments[1], "church_id": church, "reason": "deposit_switch_reverted"}, nil)
 	c.Do(http.MethodPost, "/v1/enrollments/"+enrollments[0]+"/cancel", `{"reason":"The donor asked to stop."}`, nil)
 	for i, id := range enrollments {
 		c.Do(http.MethodGet, "/v1/enrollments/"+id, nil, nil)
@@ -210,8 +213,12 @@ func TestNoPhoneAnywhere(t *testing.T) {
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550100", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
 	c.Do(http.MethodPost, "/v1/donor_sessions", sessionBody(church, "+12025550101", "pct", "3", "https://partner.example/"), apitest.Header{"Idempotency-Key": "pii-1"})
 
-	forged := `{"id":"evt_forged","type":"identity.verification.completed","data":{"donor_phone":"+12025550100"}}`
-	if resp, err := http.Post(ts.URL+"/edge/kyc", "application/json", strings.NewReader(forged)); err == nil {
+	// A forged Stripe Identity event carrying a phone, signed with a secret
+	// that is not the edge's: refused, and logged without its body.
+	forged := []byte(`{"id":"evt_forged","object":"event","type":"identity.verification_session.verified","data":{"object":{"id":"vs_forged","object":"identity.verification_session","status":"verified","metadata":{"reference":"+12025550100"}}}}`)
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/edge/kyc", bytes.NewReader(forged))
+	req.Header.Set(stripeidentity.SignatureHeader, stripeidentity.Sign("whsec_forged", forged, time.Now()))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
 	waitFor(t, 10*time.Second, "the failing receiver tried", func() bool { return failing.count() > 0 })

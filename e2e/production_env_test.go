@@ -14,12 +14,16 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
+	"github.com/partnergiving/giving/vendors/increase/increasefake"
+	"github.com/partnergiving/giving/vendors/stripeidentity/stripefake"
+	"github.com/partnergiving/giving/vendors/truv/truvfake"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
 // shipped, once what an operator must replace is filled in: its cluster's
 // and vendors' addresses with loopback ones (the deploy example's own
-// 3-node cluster, a Twilio stand-in), its CHANGE-ME secrets with values.
+// 3-node cluster, a Twilio stand-in, a Stripe fake), its CHANGE-ME secrets
+// with values.
 // Without them it refuses, and names every missing setting in one error.
 func TestProductionStartsFromTheEnvExample(t *testing.T) {
 	t.Parallel()
@@ -35,7 +39,8 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		t.Fatal("the production stack started with the example's CHANGE-ME values")
 	}
 	for _, name := range []string{"GIVING_TWILIO_ACCOUNT_SID", "GIVING_TWILIO_AUTH_TOKEN", "GIVING_TWILIO_SERVICE_SID",
-		"GIVING_VENDOR_SECRET_PAYROLL", "GIVING_VENDOR_SECRET_BANK", "GIVING_VENDOR_SECRET_KYC", "GIVING_MASTER_KEY"} {
+		"GIVING_TRUV_CLIENT_ID", "GIVING_TRUV_SECRET", "GIVING_STRIPE_SECRET_KEY", "GIVING_STRIPE_WEBHOOK_SECRET", "GIVING_MASTER_KEY",
+		"GIVING_INCREASE_API_KEY", "GIVING_INCREASE_WEBHOOK_SECRET", "GIVING_INCREASE_ACCOUNT_ID"} {
 		if !strings.Contains(refused.Stderr, name) {
 			t.Errorf("the refusal does not name %s: %s", name, refused.Stderr)
 		}
@@ -49,6 +54,14 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
+	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
+	t.Cleanup(truvAPI.Close)
+	stripe := stripefake.Start(stripefake.Config{SecretKey: "sk_live_51EnvExample"})
+	t.Cleanup(stripe.Close)
+	bank := increasefake.New(increasefake.Options{APIKey: "increase-key"})
+	bank.AddAccount("account_church_gifts", "first_internet_bank")
+	bankAPI := httptest.NewServer(bank)
+	t.Cleanup(bankAPI.Close)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	// The example's cluster hosts are nats-N.internal:4222; the cluster's
@@ -62,8 +75,12 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		"GIVING_DATA": t.TempDir(), "GIVING_ADDR": freeAddr(t), "GIVING_METRICS_ADDR": freeAddr(t),
 		"GIVING_NATS_URL": natsURL, "GIVING_MASTER_KEY": hex.EncodeToString(key),
 		"GIVING_TWILIO_ACCOUNT_SID": "AC1", "GIVING_TWILIO_AUTH_TOKEN": "token", "GIVING_TWILIO_SERVICE_SID": "VA1",
-		"GIVING_TWILIO_BASE_URL":       twilio.URL,
-		"GIVING_VENDOR_SECRET_PAYROLL": "payroll-secret", "GIVING_VENDOR_SECRET_BANK": "bank-secret", "GIVING_VENDOR_SECRET_KYC": "kyc-secret",
+		"GIVING_TWILIO_BASE_URL": twilio.URL,
+		"GIVING_TRUV_CLIENT_ID":  "truv-client", "GIVING_TRUV_SECRET": "truv-secret", "GIVING_TRUV_BASE_URL": truvAPI.URL,
+		"GIVING_TRUV_BRIDGE_SCRIPT_URL": truvAPI.BridgeScriptURL(),
+		"GIVING_STRIPE_SECRET_KEY":      "sk_live_51EnvExample", "GIVING_STRIPE_WEBHOOK_SECRET": "whsec_envExample", "GIVING_STRIPE_BASE_URL": stripe.URL,
+		"GIVING_INCREASE_API_KEY": "increase-key", "GIVING_INCREASE_WEBHOOK_SECRET": "bank-secret",
+		"GIVING_INCREASE_ACCOUNT_ID": "account_church_gifts", "GIVING_INCREASE_BASE_URL": bankAPI.URL,
 	}
 	for name := range filled {
 		if _, ok := example[name]; !ok {
@@ -81,7 +98,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "payroll-secret", "bank-secret", "kyc-secret", "CHANGE-ME-CLIENT"} {
+	for _, secret := range []string{filled["GIVING_MASTER_KEY"], "token", "truv-secret", "bank-secret", "increase-key", "sk_live_51EnvExample", "whsec_envExample", "CHANGE-ME-CLIENT"} {
 		if strings.Contains(srv.Stdout.String()+srv.Stderr.String(), secret) {
 			t.Errorf("the service logged a secret (%.8s...)", secret)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/sms"
+	"github.com/partnergiving/giving/vendors/stripeidentity"
 )
 
 // The helpers every end-to-end test shares live in files named for what they
@@ -53,7 +54,16 @@ func withEnv(env domain.Environment) stackOption {
 		if env == domain.Production {
 			// Production refuses to start without its vendors. These point
 			// nowhere; tests that use a vendor set their own (withSMS).
-			c.Vendors = httpapi.VendorSecrets{Payroll: []byte("prod-payroll"), Bank: []byte("prod-bank"), KYC: []byte("prod-kyc")}
+			c.Vendors = httpapi.VendorSecrets{Bank: []byte("prod-bank"), KYC: []byte("whsec_prod-kyc")}
+			if c.Truv.Secret == "" {
+				c.Truv = stack.TruvConfig{ClientID: "truv-prod", Secret: "prod-payroll", BaseURL: "http://127.0.0.1:1"}
+			}
+			if c.Stripe.SecretKey == "" {
+				c.Stripe = stripeidentity.Config{SecretKey: "sk_live_nowhere", BaseURL: "http://127.0.0.1:1"}
+			}
+			if c.Increase.AccountID == "" {
+				c.Increase = stack.IncreaseConfig{BaseURL: "http://127.0.0.1:1", APIKey: "prod-increase", AccountID: "account_prod"}
+			}
 			if c.SMS == nil {
 				tw, err := sms.NewTwilio(sms.TwilioConfig{BaseURL: "http://127.0.0.1:1", AccountSID: "AC0", AuthToken: "t", ServiceSID: "VA0"})
 				if err != nil {

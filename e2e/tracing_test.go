@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,10 +24,11 @@ import (
 // TestTraceFromDonorSessionToDelivery runs the real binary exporting traces
 // by OTLP to a receiver in this test, sends W3C traceparent headers, takes a
 // donor through the hosted flow, and follows the enrollment.created event
-// from the request that created it to its webhook delivery: the request's
-// server span continues the caller's trace, the use case and the ledger
-// append are its descendants, and the projector's apply and the delivery
-// attempt (each a trace of its own) link to that append. Nothing of the
+// from the request that created it (the payroll vendor's webhook, a trace
+// of its own) to its webhook delivery: the partner's and the donor's
+// requests continue their callers' traces, the use case and the ledger
+// append are a request's descendants, and the projector's apply and the
+// delivery attempt (each a trace of its own) link to that append. Nothing of the
 // trace reaches the partner, and no span holds the phone or the flow token.
 func TestTraceFromDonorSessionToDelivery(t *testing.T) {
 	t.Parallel()
@@ -60,7 +60,7 @@ func TestTraceFromDonorSessionToDelivery(t *testing.T) {
 	donorTrace, donorSpan := randomHex(16), randomHex(8)
 	d := newDonorBrowser(t, s.URL, traceparentTransport("00-"+donorTrace+"-"+donorSpan+"-01"))
 	verifiedDonor(t, d)
-	d.submit("payroll", url.Values{"provider": {"acme_payroll"}, "username": {"user_good"}, "password": {"pass_good"}}).expect(t, http.StatusOK, "You're all set")
+	d.connectPayroll("user_good").expect(t, http.StatusOK, "You're all set")
 	waitFor(t, 15*time.Second, "enrollment.created delivered", func() bool { return hooks.count() > 0 })
 	delivered := hooks.deliveries()[0]
 
@@ -84,17 +84,24 @@ func TestTraceFromDonorSessionToDelivery(t *testing.T) {
 	useCase := otlp.wait(t, "the session use case's span", childOf(server, "app.CreateSession"))
 	otlp.wait(t, "the session's append", childOf(useCase, "ledger.append"))
 
+	// The donor's payroll form continues the donor's trace: it opens the
+	// payroll vendor's widget on the switch.
+	request := otlp.wait(t, "the payroll form's request", func(sp *tracepb.Span) bool {
+		return sp.Name == "POST /flow/{token}/payroll" && hex.EncodeToString(sp.TraceId) == donorTrace
+	})
+	if hex.EncodeToString(request.ParentSpanId) != donorSpan {
+		t.Errorf("the payroll form's request: %v", request)
+	}
+	otlp.wait(t, "the payroll use case", childOf(request, "app.StartPayroll"))
+
 	// The enrollment: delivery → (link) append → use case → the payroll
-	// form's request, in the donor's trace.
+	// vendor's webhook, a trace of its own (Truv sends no trace context).
 	if deliver.Kind != tracepb.Span_SPAN_KIND_CLIENT || attr(deliver, "giving.outcome") != "succeeded" ||
 		attr(deliver, "giving.event_type") != "enrollment.created" || attrInt(deliver, "http.response.status_code") != http.StatusOK {
 		t.Errorf("delivery span: %v", deliver)
 	}
-	if hex.EncodeToString(deliver.TraceId) == donorTrace || len(deliver.ParentSpanId) != 0 {
-		t.Errorf("the delivery attempt should start its own trace, linked to the request: %v", deliver)
-	}
-	if len(deliver.Links) != 1 || hex.EncodeToString(deliver.Links[0].TraceId) != donorTrace {
-		t.Fatalf("delivery span links %v, want one into the donor's trace %s", deliver.Links, donorTrace)
+	if len(deliver.ParentSpanId) != 0 || len(deliver.Links) != 1 || bytes.Equal(deliver.TraceId, deliver.Links[0].TraceId) {
+		t.Fatalf("the delivery attempt should start its own trace, linked to the append: %v", deliver)
 	}
 	appended := otlp.wait(t, "the append the delivery links to", func(sp *tracepb.Span) bool {
 		return bytes.Equal(sp.SpanId, deliver.Links[0].SpanId)
@@ -103,14 +110,13 @@ func TestTraceFromDonorSessionToDelivery(t *testing.T) {
 		attr(appended, "giving.event_id") != delivered.EventID || attr(appended, "giving.result") != "ok" {
 		t.Errorf("linked span: %v", appended)
 	}
-	payroll := otlp.wait(t, "the payroll use case", func(sp *tracepb.Span) bool { return bytes.Equal(sp.SpanId, appended.ParentSpanId) })
-	if payroll.Name != "app.ConnectPayroll" {
-		t.Errorf("the append's parent is %q, want app.ConnectPayroll", payroll.Name)
+	vendor := otlp.wait(t, "the vendor webhook's use case", func(sp *tracepb.Span) bool { return bytes.Equal(sp.SpanId, appended.ParentSpanId) })
+	if vendor.Name != "app.ReceiveVendorEvent" {
+		t.Errorf("the append's parent is %q, want app.ReceiveVendorEvent", vendor.Name)
 	}
-	request := otlp.wait(t, "the payroll form's request", func(sp *tracepb.Span) bool { return bytes.Equal(sp.SpanId, payroll.ParentSpanId) })
-	if request.Name != "POST /flow/{token}/payroll" || hex.EncodeToString(request.ParentSpanId) != donorSpan ||
-		hex.EncodeToString(request.TraceId) != donorTrace {
-		t.Errorf("the use case's parent: %v", request)
+	edge := otlp.wait(t, "the payroll vendor's webhook request", func(sp *tracepb.Span) bool { return bytes.Equal(sp.SpanId, vendor.ParentSpanId) })
+	if edge.Name != "POST /edge/payroll" || len(edge.ParentSpanId) != 0 || hex.EncodeToString(edge.TraceId) == donorTrace {
+		t.Errorf("the use case's parent: %v", edge)
 	}
 	// The projector's apply of that event links to the same append.
 	otlp.wait(t, "the projector's apply linked to the append", func(sp *tracepb.Span) bool {

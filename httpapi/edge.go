@@ -1,48 +1,34 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/telemetry"
 )
 
-// The vendor edge: one inbound webhook route per vendor kind. Vendors sign
-// each request like the service signs its own webhooks (Vendor-Signature:
-// t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">) with their own secret.
+// The vendor edge: one inbound webhook route per vendor kind, each taking
+// its vendor's own format and signature scheme: Truv's (edge_payroll.go),
+// Increase's (edge_bank.go) and Stripe Identity's (edge_kyc.go).
 // A request is verified on its raw body, normalised into a domain command,
 // appended, and acknowledged with 2xx only once the append is durable. A
 // vendor event id seen before is acknowledged again without a second effect.
 
-// VendorSecrets are the signing secrets of the three vendors.
+// VendorSecrets are the signing secrets of the three vendors. Bank is the
+// shared secret of the Increase event subscription that sends /edge/bank
+// its webhooks (edge_bank.go).
 type VendorSecrets struct {
 	Payroll []byte
 	Bank    []byte
 	KYC     []byte
 }
 
-// vendorEnvelope is the common shape of every vendor webhook.
-type vendorEnvelope struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	CreatedAt string          `json:"created_at"`
-	Data      json.RawMessage `json:"data"`
-}
-
 // vendorAck is the edge's answer to an accepted webhook.
 type vendorAck struct {
 	Status string `json:"status"` // accepted | duplicate
 }
-
-var vendorIDForm = regexp.MustCompile(`^[!-~]{1,255}$`)
 
 // vendorRoute is one vendor's webhook route, /edge/<kind>. parse verifies
 // the request the vendor's way and reduces it to the use case's input. Its
@@ -78,16 +64,9 @@ func refuseSignature(status int, err error) error {
 var errVendorIgnored = errors.New("vendor event not used by the service")
 
 var vendorRoutes = []vendorRoute{
-	{kind: "payroll", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Payroll }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"deposit_switch.confirmed": decodePayroll,
-		"deposit_switch.ended":     decodePayrollEnd,
-	})},
-	{kind: "bank", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.Bank }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"ach.credit.received": decodeBank,
-	})},
-	{kind: "kyc", parse: parseEnvelope(func(s *Server) []byte { return s.cfg.Vendors.KYC }, map[string]func(json.RawMessage, *app.VendorEvent) error{
-		"identity.verification.completed": decodeKYC,
-	})},
+	{kind: "payroll", parse: parseTruv},
+	{kind: "bank", parse: parseBank},
+	{kind: "kyc", parse: parseStripeIdentity},
 }
 
 // edge serves one vendor kind's webhooks, counts each by result, and logs
@@ -153,101 +132,4 @@ func (s *Server) receiveVendor(w http.ResponseWriter, r *http.Request, v vendorR
 func isUnavailable(err error) bool {
 	var de *domain.Error
 	return !errors.As(err, &de) || de.Kind == domain.KindUnavailable || errors.Is(err, domain.ErrUnavailable)
-}
-
-// parseEnvelope parses the service's own generic envelope (Vendor-Signature
-// over {id,type,created_at,data}).
-func parseEnvelope(secret func(*Server) []byte, types map[string]func(json.RawMessage, *app.VendorEvent) error) func(*Server, *http.Request, []byte) (app.VendorEvent, error) {
-	return func(s *Server, r *http.Request, body []byte) (app.VendorEvent, error) {
-		if err := domain.VerifySignature(r.Header.Get(domain.VendorSignatureHeader), secret(s), body, time.Now()); err != nil {
-			return app.VendorEvent{}, refuseSignature(http.StatusUnauthorized, err)
-		}
-		var env vendorEnvelope
-		if err := decodeStrict(body, &env); err != nil {
-			return app.VendorEvent{}, err
-		}
-		var val domain.Validation
-		if !vendorIDForm.MatchString(env.ID) {
-			val.Add("id", "must be 1 to 255 visible ASCII characters")
-		}
-		decode, known := types[env.Type]
-		if !known {
-			names := make([]string, 0, len(types))
-			for t := range types {
-				names = append(names, strconv.Quote(t))
-			}
-			slices.Sort(names)
-			val.Add("type", "must be %s on this route", strings.Join(names, " or "))
-		}
-		if len(env.Data) == 0 || env.Data[0] != '{' {
-			val.Add("data", "must be an object")
-		}
-		if err := val.Err(); err != nil {
-			return app.VendorEvent{}, err
-		}
-		ev := app.VendorEvent{ID: env.ID}
-		return ev, decode(env.Data, &ev)
-	}
-}
-
-type payrollData struct {
-	EnrollmentID string `json:"enrollment_id"`
-	ChurchID     string `json:"church_id"`
-}
-
-func decodePayroll(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d payrollData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.Payroll = &app.PayrollConfirmation{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID}
-	return nil
-}
-
-type payrollEndData struct {
-	EnrollmentID string `json:"enrollment_id"`
-	ChurchID     string `json:"church_id"`
-	Reason       string `json:"reason"`
-}
-
-func decodePayrollEnd(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d payrollEndData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.PayrollEnd = &app.PayrollEnd{EnrollmentID: d.EnrollmentID, ChurchID: d.ChurchID, Reason: d.Reason}
-	return nil
-}
-
-type bankData struct {
-	Trace      string          `json:"trace"`
-	AccountRef string          `json:"account_ref"`
-	Amount     json.RawMessage `json:"amount"`
-	Currency   string          `json:"currency"`
-	BankTS     string          `json:"bank_ts"`
-	ChurchID   string          `json:"church_id"`
-}
-
-func decodeBank(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d bankData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.Bank = &app.BankCredit{Trace: d.Trace, AccountRef: d.AccountRef, Amount: d.Amount, Currency: d.Currency, BankTS: d.BankTS, ChurchID: d.ChurchID}
-	return nil
-}
-
-type kycData struct {
-	DonorID  string `json:"donor_id"`
-	ChurchID string `json:"church_id"`
-	Outcome  string `json:"outcome"`
-}
-
-func decodeKYC(raw json.RawMessage, ev *app.VendorEvent) error {
-	var d kycData
-	if err := decodeStrict(raw, &d); err != nil {
-		return err
-	}
-	ev.KYC = &app.KYCResult{DonorID: d.DonorID, ChurchID: d.ChurchID, Outcome: d.Outcome}
-	return nil
 }

@@ -28,7 +28,10 @@ import (
 // The first browser to open the url is bound to the session: it gets a
 // cookie holding a random binding secret whose hash the session records.
 // Any other browser gets the "link already used" page. Forms carry a CSRF
-// token derived from the binding secret.
+// token derived from the binding secret. That binding is the one write a
+// GET makes, since "the first browser to open it" is decided when it
+// opens; every other write is a form's, or the sweeper's (an expiry, an
+// enrollment or a new amount a failed request left unrecorded).
 
 const (
 	flowCookie = "giving_flow"
@@ -52,7 +55,9 @@ func (s *Server) flowRoutes(r *mux.Router) {
 	action("code", s.flowSendCode)
 	action("verify", s.flowCheckCode)
 	action("consent", s.flowConsent)
+	action("identity", s.flowIdentity)
 	action("payroll", s.flowPayroll)
+	r.Handle("/flow/{token}/connect", flowHeaders(http.HandlerFunc(s.flowConnect))).Methods(http.MethodGet)
 	r.PathPrefix("/flow/").Handler(flowHeaders(http.HandlerFunc(s.flowUnknown)))
 }
 
@@ -119,7 +124,7 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 	token := mux.Vars(r)["token"]
 	now := s.now()
 	if sess.Step(now) == domain.StepExpired {
-		s.flowExpired(w, r, sess, now)
+		s.flowExpired(w, r, sess)
 		return
 	}
 	secret, ok := s.flowBind(w, r, token, &sess, now)
@@ -130,12 +135,9 @@ func (s *Server) flowShow(w http.ResponseWriter, r *http.Request) {
 	s.renderStep(w, r, f, r.URL.Query().Get("e"))
 }
 
-// flowExpired records the expiry (once, whoever sees it first: this page or
-// the sweeper) and shows the expiry page.
-func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session, now time.Time) {
-	if err := s.app.ExpireSession(r.Context(), sess, now); err != nil {
-		logger(r.Context()).Error().Err(err).Str("session_id", sess.ID).Msg("session expiry")
-	}
+// flowExpired shows the expiry page. The sweeper records the expiry
+// (donor_session.expired) within a second of it: a page writes nothing.
+func (s *Server) flowExpired(w http.ResponseWriter, r *http.Request, sess domain.Session) {
 	v := flowView{Status: http.StatusGone, Page: "expired", Title: "This link has expired"}
 	if sess.Purpose == domain.SessionPurposeUpdate {
 		v.Previous = sess.Previous.Words()
@@ -231,6 +233,9 @@ type flowRequest struct {
 	secret string
 	now    time.Time
 	form   url.Values
+	// next, when an action sets it, is where the browser goes instead of
+	// the flow's page.
+	next string
 }
 
 // flowAction handles a form. It returns the flash naming the message to
@@ -281,6 +286,8 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			flash = string(de.Code)
 		case errors.Is(err, app.ErrPhoneService):
 			flash = string(domain.FlowSMSFailed.Code)
+		case errors.Is(err, app.ErrPayrollService):
+			flash = string(domain.FlowPayrollUnavailable.Code)
 		case errors.Is(err, app.ErrDonorForgotten):
 			s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
 			return
@@ -289,7 +296,9 @@ func (s *Server) flowPost(action flowAction) http.Handler {
 			return
 		}
 		to := "/flow/" + token
-		if flash != "" {
+		if err == nil && f.next != "" {
+			to = f.next
+		} else if flash != "" {
 			to += "?e=" + url.QueryEscape(flash)
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
@@ -342,24 +351,17 @@ func (s *Server) flowConsent(ctx context.Context, f *flowRequest) (string, error
 	return "", s.app.Consent(ctx, f.sess, f.form.Get("terms_digest"), f.now)
 }
 
-// flowPayroll signs the donor in to their payroll provider.
+// flowPayroll opens the payroll vendor's widget: it sends the browser to
+// the page that loads it, with the widget's token in the address's
+// fragment, which the browser keeps to itself (it is never sent back, so
+// it is in no log and nothing stores it).
 func (s *Server) flowPayroll(ctx context.Context, f *flowRequest) (string, error) {
-	if len(s.app.PayrollProviders()) == 0 {
-		return "", nil
-	}
-	provider, ok := s.app.PayrollProvider(f.form.Get("provider"))
-	if !ok {
-		return string(domain.FlowProviderMissing.Code), nil
-	}
-	user, password := f.form.Get("username"), f.form.Get("password")
-	if strings.TrimSpace(user) == "" || password == "" {
-		return string(domain.FlowCredentialsMissing.Code), nil
-	}
-	connected, err := s.app.ConnectPayroll(ctx, f.sess, provider, user, password, f.now)
-	if err != nil || connected {
+	token, err := s.app.StartPayroll(ctx, f.sess, f.now)
+	if err != nil {
 		return "", err
 	}
-	return "payroll-failed:" + provider.ID, nil
+	f.next = "/flow/" + f.token + "/connect#bridge=" + url.PathEscape(token)
+	return "", nil
 }
 
 // returnURL is the partner's redirect_url with session_id and status added

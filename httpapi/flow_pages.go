@@ -50,9 +50,12 @@ type flowView struct {
 	ConsentText    string
 	ConsentVersion string
 	ConsentDigest  string
-	Providers      []domain.PayrollProvider
-	Provider       string // the provider a failed sign-in was for
-	Sandbox        bool
+	// Payroll is where the payroll switch stands (domain.PayrollState);
+	// WidgetScript and WidgetOpener are the widget page's scripts.
+	Payroll      domain.PayrollState
+	WidgetScript string
+	WidgetOpener template.JS
+	Sandbox      bool
 	// Previous is, on a re-consent session's pages, the amount the donor
 	// gives now, in words (Gift is the one asked for).
 	Previous string
@@ -64,6 +67,13 @@ type flowView struct {
 	// Reference is what the donor quotes to the partner's support about
 	// the gift: its enrollment id, which the partner has from its events.
 	Reference string
+	// FormOrigin is, on the identity step's page, the identity vendor's
+	// origin, where its form's answer leads: the page's CSP lets forms go
+	// there too.
+	FormOrigin string
+	// Resume is true on the identity step's page for a donor who came back
+	// from the vendor without finishing.
+	Resume bool
 }
 
 // reconsentSteps are the steps of a re-consent session.
@@ -127,15 +137,6 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			return
 		}
 	}
-	if step == domain.StepKYC && sess.KYC == "" {
-		// Normally decided right after consent; this repairs a decision an
-		// earlier request did not get to record.
-		if sess, err = s.app.RepairKYC(ctx, sess, f.now); err != nil {
-			s.flowFail(w, r, err)
-			return
-		}
-		step = sess.Step(f.now)
-	}
 	switch step {
 	case domain.StepVerifyPhone:
 		ending, err := s.app.PhoneEnding(ctx, sess)
@@ -161,34 +162,23 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
 		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
 	case domain.StepKYC:
-		v.Step = 3
-		if sess.KYC == domain.KYCReview {
-			v.Page, v.Title, v.Poll = "review", "We're reviewing your details", 30
-		} else {
-			v.Page, v.Title, v.Poll = "checking", "Checking your identity", 5
-		}
+		s.identityStep(ctx, sess, &v)
 	case domain.StepPayroll:
 		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
-		v.Providers, v.Sandbox = s.app.PayrollProviders(), s.app.Env() == domain.Sandbox
-		if id, ok := strings.CutPrefix(flash, "payroll-failed:"); ok {
-			if p, ok := s.app.PayrollProvider(id); ok {
-				v.Page, v.Title, v.Provider = "payroll_failed", "We couldn't sign you in", p.Name
-			}
+		v.Payroll, v.Sandbox = sess.Payroll(), s.app.Env() == domain.Sandbox
+		switch v.Payroll {
+		case domain.PayrollWaiting:
+			v.Title, v.Poll = "Waiting for your payroll provider", 5
+		case domain.PayrollRefused:
+			v.Title = "We couldn't connect your payroll"
 		}
 	case domain.StepDone:
+		// Its enrollment, or the new amount, was recorded right after the
+		// step that completed it; should that have failed, the sweeper
+		// records it (app.SweepSessions): a page writes nothing.
 		if reconsent {
-			// Normally settled right after the consent; this finishes a
-			// settlement an earlier request did not get to.
-			if err := s.app.SettleConsent(ctx, sess); err != nil {
-				s.flowFail(w, r, err)
-				return
-			}
 			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
 			break
-		}
-		if err := s.app.EnsureEnrollment(ctx, sess); err != nil {
-			s.flowFail(w, r, err)
-			return
 		}
 		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
@@ -201,7 +191,7 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 			v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
 		}
 	default:
-		s.flowExpired(w, r, sess, f.now)
+		s.flowExpired(w, r, sess)
 		return
 	}
 	s.renderFlow(w, r, v)
@@ -324,6 +314,9 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 	}
 	if v.Poll > 0 {
 		w.Header().Set("Content-Security-Policy", flowWaitCSP)
+	}
+	if v.FormOrigin != "" {
+		w.Header().Set("Content-Security-Policy", allowFormsTo(w.Header().Get("Content-Security-Policy"), v.FormOrigin))
 	}
 	if origin := v.Brand.LogoOrigin(); origin != "" {
 		w.Header().Set("Content-Security-Policy", allowImagesFrom(w.Header().Get("Content-Security-Policy"), origin))

@@ -14,6 +14,7 @@ import (
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/telemetry"
+	"github.com/partnergiving/giving/vendors/increase"
 )
 
 // Config is what the HTTP layer needs to know about its deployment.
@@ -22,6 +23,10 @@ type Config struct {
 	// Vendors are the inbound webhook signing secrets (the sandbox stack's
 	// own on the sandbox).
 	Vendors VendorSecrets
+	// BankTransfers is where the bank edge reads the transfer an Increase
+	// webhook names: Increase's API in production, the sandbox's own
+	// Increase on the sandbox.
+	BankTransfers increase.Transfers
 	// Keys are the transport's own secrets, derived from the master key.
 	Keys Keys
 	Log  zerolog.Logger
@@ -31,6 +36,10 @@ type Config struct {
 	// FrameAncestors is the dashboard's CSP frame-ancestors source list:
 	// who may embed it in a frame (empty: nobody, 'none').
 	FrameAncestors string
+	// StandIns are the sandbox's built-in vendors' browser pages (a
+	// payroll widget, an identity check), each served under
+	// /standin/<name>/; none on the production stack.
+	StandIns map[string]http.Handler
 }
 
 // Keys are the HTTP layer's secrets. Instances sharing a ledger share them,
@@ -137,6 +146,9 @@ func (s *Server) routes() {
 		write(http.MethodPost, "/sandbox/simulate/payroll-ended", s.simulatePayrollEnded)
 		write(http.MethodPost, "/sandbox/simulate/deposit", s.simulateDeposit)
 		write(http.MethodPost, "/sandbox/simulate/kyc", s.simulateKYC)
+	}
+	for name, h := range s.cfg.StandIns {
+		r.PathPrefix("/standin/" + name + "/").Handler(http.StripPrefix("/standin/"+name, h))
 	}
 	s.flowRoutes(r)
 	s.dashboardRoutes(r)

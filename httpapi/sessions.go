@@ -27,12 +27,15 @@ type sessionView struct {
 }
 
 func viewSession(s domain.Session, now time.Time) sessionView {
+	// The deadline is the url's expiry, or later while the payroll vendor
+	// works on a switch the donor started (domain.PayrollWait): the
+	// session is not expired while it may still complete.
 	status := s.Status
-	if status == domain.SessionOpen && !now.Before(s.ExpiresAt) {
+	if status == domain.SessionOpen && !now.Before(s.Deadline()) {
 		status = domain.SessionExpired
 	}
 	v := sessionView{
-		ID: s.ID, ExpiresAt: domain.FormatTime(s.ExpiresAt), ChurchID: s.ChurchID, DonorID: s.DonorID,
+		ID: s.ID, ExpiresAt: domain.FormatTime(s.Deadline()), ChurchID: s.ChurchID, DonorID: s.DonorID,
 		Mode: s.Giving.Mode, Value: s.Giving.Value, Status: string(status), CreatedAt: domain.FormatTime(s.CreatedAt),
 	}
 	if s.EnrollmentID != "" {

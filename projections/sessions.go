@@ -29,6 +29,11 @@ var (
 	// been applied yet, so the sweeper finds the ones whose enrollment
 	// creation failed without a scan of every session.
 	bucketUnenrolled = bucket("sessions_unenrolled")
+	// bucketSwitchSessions holds the enrollment id a session's payroll
+	// switch names → "<partner>/<session id>", so that the payroll vendor's
+	// webhook, which carries the enrollment id as its reference, finds the
+	// session before the enrollment exists.
+	bucketSwitchSessions = bucket("session_switches")
 )
 
 func init() {
@@ -36,7 +41,7 @@ func init() {
 		"donor_session.created", "donor_session.opened", "donor_session.code_sent", "donor_session.code_rejected",
 		"donor_session.phone_verified", "donor_session.locked", "donor_session.consented", "donor_session.kyc_decided",
 		"donor_session.payroll_failed", "donor_session.completed", "donor_session.expired", "donor_session.declined",
-		"donor_session.reconsent_expired",
+		"donor_session.reconsent_expired", "donor_session.payroll_started", "donor_session.identity_started",
 	} {
 		on(t, applySession)
 	}
@@ -44,7 +49,7 @@ func init() {
 
 func sessionKey(partner, id string) []byte { return []byte(partner + "/" + id) }
 
-func expiryKey(s domain.Session) []byte { return timedKey(s.ExpiresAt, s.PartnerID, s.ID) }
+func expiryKey(s domain.Session) []byte { return timedKey(s.Deadline(), s.PartnerID, s.ID) }
 
 // timedKey is an entry of a time index: "<unix ms><partner>/<id>", so that
 // the entries due by a time are a prefix of the bucket in key order.
@@ -77,9 +82,20 @@ func applySession(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 	if _, err := getJSON(b, key, &s); err != nil {
 		return err
 	}
+	var due []byte
+	if s.Exists() {
+		due = expiryKey(s)
+	}
 	s.Apply(ev)
 	if err := putJSON(b, key, s); err != nil {
 		return err
+	}
+	if due != nil && !bytes.Equal(due, expiryKey(s)) {
+		// The deadline moved (a payroll switch started): the old entry
+		// goes, the one below replaces it.
+		if err := tx.Bucket(bucketSessionExpiry).Delete(due); err != nil {
+			return err
+		}
 	}
 	if _, ok := ev.Payload.(*domain.SessionCreated); ok {
 		if err := tx.Bucket(bucketSessionTokens).Put([]byte(s.TokenHash), key); err != nil {
@@ -89,7 +105,15 @@ func applySession(tx *bolt.Tx, _ eventlog.Record, ev domain.Event) error {
 			return err
 		}
 	}
-	if _, ok := ev.Payload.(*domain.DonorSessionCompleted); ok {
+	switch p := ev.Payload.(type) {
+	case *domain.PayrollSwitchStarted:
+		if err := tx.Bucket(bucketSwitchSessions).Put([]byte(p.EnrollmentID), key); err != nil {
+			return err
+		}
+	case *domain.DonorSessionCompleted:
+		if err := tx.Bucket(bucketSwitchSessions).Put([]byte(p.EnrollmentID), key); err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketUnenrolled).Put(key, u64(uint64(ev.OccurredAt.UnixMilli()))); err != nil {
 			return err
 		}
@@ -116,17 +140,28 @@ func (s *Store) Session(partner, id string) (domain.Session, bool, error) {
 
 // SessionByToken returns the session whose flow url token hashes to hash.
 func (s *Store) SessionByToken(hash string) (domain.Session, bool, error) {
+	return s.sessionBy(bucketSessionTokens, hash)
+}
+
+// SessionBySwitch returns the session whose payroll switch names the
+// enrollment enrollmentID.
+func (s *Store) SessionBySwitch(enrollmentID string) (domain.Session, bool, error) {
+	return s.sessionBy(bucketSwitchSessions, enrollmentID)
+}
+
+// sessionBy returns the session an index bucket files under key.
+func (s *Store) sessionBy(index []byte, key string) (domain.Session, bool, error) {
 	var (
 		out domain.Session
 		ok  bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		key := tx.Bucket(bucketSessionTokens).Get([]byte(hash))
-		if key == nil {
+		at := tx.Bucket(index).Get([]byte(key))
+		if at == nil {
 			return nil
 		}
 		var err error
-		ok, err = getJSON(tx.Bucket(bucketSessions), key, &out)
+		ok, err = getJSON(tx.Bucket(bucketSessions), at, &out)
 		return err
 	})
 	return out, ok, err

@@ -47,7 +47,9 @@ var (
 //	   rebuilt file may serve with some of them still in runs (runs.go),
 //	   which a build before could not leave: a binary from before that
 //	   would read such a file's deposits as missing
-const Schema = 9
+//	10: the sessions by the enrollment their payroll switch names
+//	   (session_switches), for the payroll vendor's webhooks
+const Schema = 10
 
 // Store is the open bbolt file plus what the projector has applied to it.
 type Store struct {

@@ -16,18 +16,30 @@ import (
 	"golang.org/x/net/html"
 )
 
-// Answers are what the donor enters in the hosted flow. Empty fields take
-// the sandbox's seed answers: code 000000, payroll sign-in user_good /
-// pass_good.
+// Answers are what the donor enters in the hosted flow and in the
+// sandbox's stand-ins of the identity vendor's page and the payroll
+// vendor's widget. Empty fields take the sandbox's seed answers: code
+// 000000, the identity outcome IdentityWait (for a donor who is not a seed
+// donor), payroll sign-in user_good / pass_good.
 type Answers struct {
 	PhoneCode string
 	Username  string
 	Password  string
+	// Identity is the outcome chosen on the identity stand-in's page:
+	// passed, review, failed, or IdentityWait.
+	Identity string
 }
+
+// IdentityWait is the identity stand-in's choice that decides nothing: the
+// donor waits until POST /sandbox/simulate/kyc decides.
+const IdentityWait = "wait"
 
 func (a Answers) withDefaults() Answers {
 	if a.PhoneCode == "" {
 		a.PhoneCode = "000000"
+	}
+	if a.Identity == "" {
+		a.Identity = IdentityWait
 	}
 	if a.Username == "" {
 		a.Username = "user_good"
@@ -62,7 +74,10 @@ const waitEvery = time.Second
 
 // Donor is a donor's browser without JavaScript, walking a hosted flow
 // through its HTML forms: it asks for a code and enters it, ticks both
-// consents, picks the first payroll provider and signs in.
+// consents, goes to the identity vendor's page and answers there (unless
+// the sandbox decides a seed donor at once), opens the payroll connection
+// and signs in to the sandbox's stand-in of the payroll vendor's widget, as
+// the widget's own form does.
 type Donor struct {
 	Answers
 	// Jar is the browser's cookie jar, which the flow binds the session to;
@@ -103,7 +118,13 @@ func (d *Donor) CompleteFlow(ctx context.Context, start string) (FlowResult, err
 		if res, ok := result(doc); ok {
 			return res, nil
 		}
-		if form := pickForm(doc); form != nil {
+		if isWidgetPage(doc) {
+			if doc, err = w.connect(ctx, doc); err != nil {
+				return FlowResult{}, err
+			}
+			continue
+		}
+		if form := pickForm(doc); form != nil && !isWaitPage(doc) {
 			if steps++; steps > 20 {
 				return FlowResult{}, errors.New("the flow did not finish after 20 forms")
 			}
@@ -207,6 +228,56 @@ func (w *walker) do(ctx context.Context, method, target string, form url.Values)
 	return doc, nil
 }
 
+// isWidgetPage recognises the page that opens the payroll vendor's widget
+// by the vendor's script it loads.
+func isWidgetPage(doc *html.Node) bool { return widgetScript(doc) != "" }
+
+// widgetScript is the address of the payroll widget's script on the page,
+// or "".
+func widgetScript(doc *html.Node) string {
+	for _, sc := range findAll(doc, "script") {
+		if src := attr(sc, "src"); strings.HasSuffix(src, "/bridge.js") {
+			return src
+		}
+	}
+	return ""
+}
+
+// connect does in the sandbox's stand-in of the payroll vendor's widget
+// what its window does in a browser: it opens the widget with the token
+// the page's address carries in its fragment, signs in with the donor's
+// payroll answers, and comes back to the flow's page.
+func (w *walker) connect(ctx context.Context, doc *html.Node) (*html.Node, error) {
+	at, err := url.Parse(w.at)
+	if err != nil {
+		return nil, err
+	}
+	frag, _ := url.ParseQuery(at.EscapedFragment())
+	token := frag.Get("bridge")
+	script, err := at.Parse(widgetScript(doc))
+	if err != nil || token == "" {
+		return nil, errors.New("the payroll connection page carries no widget token")
+	}
+	widget := strings.TrimSuffix(script.String(), "/bridge.js") + "/bridge/" + url.PathEscape(token)
+	page, err := w.get(ctx, widget)
+	if err != nil {
+		return nil, err
+	}
+	forms := findAll(page, "form")
+	if len(forms) == 0 {
+		return nil, fmt.Errorf("the payroll widget shows %q and no form", heading(page))
+	}
+	body := fillForm(forms[0], w.answers)
+	if page, err = w.do(ctx, http.MethodPost, widget, body); err != nil {
+		return nil, err
+	}
+	if msg := pageError(page); msg != "" {
+		return nil, fmt.Errorf("the payroll widget refused the sign-in: %s", msg)
+	}
+	at.Path, at.Fragment = strings.TrimSuffix(at.Path, "/connect"), ""
+	return w.get(ctx, at.String())
+}
+
 // result reads the end of the flow from the link back to the partner,
 // which carries session_id and status: the confirmation page (completed) or
 // the declined page.
@@ -225,10 +296,16 @@ func result(doc *html.Node) (FlowResult, bool) {
 }
 
 // pickForm chooses the step's main form: entering a code before asking for
-// one, then consent, then payroll.
+// one, then consent, going to the identity vendor and choosing there, then
+// payroll.
 func pickForm(doc *html.Node) *html.Node {
 	forms := findAll(doc, "form")
-	for _, suffix := range []string{"/verify", "/consent", "/payroll", "/code"} {
+	for _, f := range forms {
+		if strings.EqualFold(attr(f, "method"), "post") && strings.Contains(attr(f, "action"), standinPath) {
+			return f
+		}
+	}
+	for _, suffix := range []string{"/verify", "/consent", "/identity", "/payroll", "/code"} {
 		for _, f := range forms {
 			if strings.EqualFold(attr(f, "method"), "post") && strings.HasSuffix(attr(f, "action"), suffix) {
 				if suffix == "/verify" && !hasInputNamed(doc, "code") {
@@ -241,11 +318,16 @@ func pickForm(doc *html.Node) *html.Node {
 	return nil
 }
 
+// standinPath is where the sandbox serves its stand-in of the identity
+// vendor's hosted page.
+const standinPath = "/standin/stripe/identity/"
+
 // fillForm answers a form's fields: hidden fields as they are, every
-// checkbox ticked, the first of each radio group, and the donor's answers.
+// checkbox ticked, the donor's answers, and the first of each other radio
+// group.
 func fillForm(form *html.Node, a Answers) url.Values {
 	v := url.Values{}
-	answers := map[string]string{"code": a.PhoneCode, "username": a.Username, "password": a.Password}
+	answers := map[string]string{"code": a.PhoneCode, "username": a.Username, "password": a.Password, "choice": a.Identity}
 	for _, in := range findAll(form, "input") {
 		name := attr(in, "name")
 		if name == "" {
@@ -255,7 +337,9 @@ func fillForm(form *html.Node, a Answers) url.Values {
 		case "hidden", "checkbox":
 			v.Set(name, attr(in, "value"))
 		case "radio":
-			if v.Get(name) == "" {
+			if answer, ok := answers[name]; ok {
+				v.Set(name, answer)
+			} else if v.Get(name) == "" {
 				v.Set(name, attr(in, "value"))
 			}
 		default:
@@ -273,6 +357,9 @@ func pageError(doc *html.Node) string {
 	var msgs []string
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && hasAttr(n, "hidden") {
+			return
+		}
 		if n.Type == html.ElementNode && (hasClass(n, "error") || attr(n, "role") == "alert") {
 			msgs = append(msgs, strings.TrimPrefix(strings.Join(strings.Fields(text(n)), " "), "Error: "))
 			return
@@ -283,6 +370,10 @@ func pageError(doc *html.Node) string {
 	}
 	walk(doc)
 	return strings.Join(msgs, "; ")
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	return slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == key })
 }
 
 func hasClass(n *html.Node, class string) bool {
@@ -298,7 +389,8 @@ func hasInputNamed(doc *html.Node, name string) bool {
 	return false
 }
 
-// isWaitPage recognises the identity-wait pages by their "Check again" link.
+// isWaitPage recognises the pages that wait for a vendor (identity
+// verification, the payroll provider's word) by their "Check again" link.
 func isWaitPage(doc *html.Node) bool {
 	return findByID(doc, "check-again") != nil
 }

@@ -21,7 +21,7 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 	}))
 	if withPprof {
 		// Not /debug/pprof/cmdline: the command line may hold secrets
-		// (--master-key, --vendor-secret-*).
+		// (--master-key, --stripe-webhook-secret, --truv-secret, ...).
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

@@ -34,8 +34,10 @@ type serveFlags struct {
 	logLevel  string
 	tlsCert   string
 	tlsKey    string
-	vendors   struct{ payroll, bank, kyc string }
+	increase  increaseFlags
 	twilio    twilioFlags
+	truv      truvFlags
+	stripe    stripeFlags
 	webhooks  webhookFlags
 	telemetry telemetryFlags
 	timeouts  timeoutFlags
@@ -54,12 +56,12 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key for --tls-cert")
-	fs.StringVar(&f.vendors.payroll, "vendor-secret-payroll", "", "payroll provider's webhook signing secret (sandbox: derived when empty)")
-	fs.StringVar(&f.vendors.bank, "vendor-secret-bank", "", "bank's webhook signing secret (sandbox: derived when empty)")
-	fs.StringVar(&f.vendors.kyc, "vendor-secret-kyc", "", "identity verifier's webhook signing secret (sandbox: derived when empty)")
 	fs.StringVar(&f.frameAncestors, "dashboard-frame-ancestors", httpapi.DefaultFrameAncestors,
 		"who may show the partner dashboard in a frame: a CSP frame-ancestors source list, such as 'self' or https://admin.partner.example")
 	f.twilio.register(fs)
+	f.truv.register(fs)
+	f.stripe.register(fs)
+	f.increase.register(fs)
 	f.webhooks.register(fs)
 	f.telemetry.register(fs)
 	f.timeouts.register(fs)
@@ -79,12 +81,25 @@ func (f *serveFlags) missingForProduction() []string {
 			missing = append(missing, "--"+flag+" ("+envName(flag)+", still the example's CHANGE-ME)")
 		}
 	}
+	need("public-url", f.publicURL)
+	if u := f.publicURL; u != "" && !strings.HasPrefix(u, "https://") {
+		// Donors' browsers, Stripe's return and every vendor's webhook
+		// reach the service there.
+		missing = append(missing, "--public-url ("+envName("public-url")+", must be https)")
+	}
 	need("twilio-account-sid", f.twilio.cfg.AccountSID)
 	need("twilio-auth-token", f.twilio.cfg.AuthToken)
 	need("twilio-service-sid", f.twilio.cfg.ServiceSID)
-	need("vendor-secret-payroll", f.vendors.payroll)
-	need("vendor-secret-bank", f.vendors.bank)
-	need("vendor-secret-kyc", f.vendors.kyc)
+	need("truv-client-id", f.truv.cfg.ClientID)
+	need("truv-secret", f.truv.cfg.Secret)
+	need("stripe-secret-key", f.stripe.cfg.SecretKey)
+	if key := f.stripe.cfg.SecretKey; strings.HasPrefix(key, "sk_test_") || strings.HasPrefix(key, "rk_test_") {
+		// A test-mode key passes every donor who shows Stripe's test
+		// documents: production verifies real people or nobody.
+		missing = append(missing, "--stripe-secret-key ("+envName("stripe-secret-key")+", a test-mode key: production needs sk_live_ or rk_live_)")
+	}
+	need("stripe-webhook-secret", f.stripe.webhookSecret)
+	f.increase.need(need)
 	if f.ledger.natsURL != "" {
 		// Instances on a cluster share one master key: one generated into
 		// each data directory would seal what the others cannot open.
@@ -170,18 +185,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+	scheme := "http://"
+	if useTLS {
+		scheme = "https://"
+	}
+	listening := scheme + ln.Addr().String()
 	public := f.publicURL
 	if public == "" {
-		scheme := "http://"
-		if useTLS {
-			scheme = "https://"
-		}
-		public = scheme + ln.Addr().String()
+		public = listening
 	}
 	scfg := stack.Config{
 		Ledger: lcfg, MasterKey: f.ledger.masterKey, PublicURL: public,
 		RateLimit: httpapi.RateLimit{PerSecond: f.rate, Burst: f.burst}, Log: log, TLSRoots: roots, SMS: verifier,
-		Vendors:  httpapi.VendorSecrets{Payroll: []byte(f.vendors.payroll), Bank: []byte(f.vendors.bank), KYC: []byte(f.vendors.kyc)},
+		Vendors: httpapi.VendorSecrets{Bank: []byte(f.increase.webhookSecret), KYC: []byte(f.stripe.webhookSecret)},
+		Truv:    f.truv.cfg, Increase: f.increase.cfg, Stripe: f.stripe.cfg,
 		Webhooks: hooks, RequestLease: f.timeouts.lease, FrameAncestors: f.frameAncestors,
 	}
 	flushTraces, err := startTracing(ctx, string(lcfg.Env), stack.InstanceName(scfg), log)
@@ -212,7 +229,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		errc <- srv.Serve(st.API.Listener(ln))
 	}()
 
-	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, public)
+	fmt.Fprintf(stdout, "Partner Giving %s stack listening on %s\n", lcfg.Env, listening)
+	if public != listening {
+		fmt.Fprintf(stdout, "public URL (donors, partners and vendors reach it there): %s\n", public)
+	}
 	if url := st.Ledger.ClientURL(); st.Ledger.Embedded() && url != "" {
 		fmt.Fprintf(stdout, "embedded NATS for operator commands: %s (token in %s)\n",
 			eventlog.RedactURL(url), filepath.Join(f.ledger.data, eventlog.NATSTokenFile))

@@ -19,3 +19,16 @@ func TestServeRefusesProductionWithoutTwilio(t *testing.T) {
 		t.Fatalf("serve on production without a Twilio token: %v", err)
 	}
 }
+
+func TestServeRefusesProductionWithAStripeTestKey(t *testing.T) {
+	f := serveFlags{}
+	f.stripe.cfg.SecretKey = "sk_test_51abc"
+	missing := strings.Join(f.missingForProduction(), "\n")
+	if !strings.Contains(missing, "a test-mode key") {
+		t.Fatalf("a Stripe test key passed for production: %s", missing)
+	}
+	f.stripe.cfg.SecretKey = "rk_live_51abc"
+	if strings.Contains(strings.Join(f.missingForProduction(), "\n"), "test-mode") {
+		t.Fatal("a live restricted key was refused")
+	}
+}

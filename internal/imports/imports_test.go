@@ -93,7 +93,7 @@ func TestImportRules(t *testing.T) {
 		"sms":                 {},
 		"internal/openloop":   {},
 		"internal/cpuprofile": {},
-		"simulators":          {"domain"},
+		"simulators":          {"domain", "vendors/..."},
 		"listen":              {"domain"},
 		"eventlog":            {"domain", "telemetry", "secrets"},
 		"projections":         {"domain", "eventlog/...", "telemetry"},

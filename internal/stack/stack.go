@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/sms"
 	"github.com/partnergiving/giving/telemetry"
+	"github.com/partnergiving/giving/vendors/stripeidentity"
 )
 
 // Config is everything needed to run one instance.
@@ -41,6 +43,8 @@ type Config struct {
 	// Vendors are the inbound webhook secrets. On the sandbox stack, empty
 	// ones are derived from the master key, so every instance shares them.
 	Vendors httpapi.VendorSecrets
+	// Increase is the production bank (bank.go); the sandbox runs its own.
+	Increase IncreaseConfig
 	// TLSRoots lets the sandbox simulators trust the service's own
 	// certificate when it serves https.
 	TLSRoots *x509.CertPool
@@ -51,6 +55,11 @@ type Config struct {
 	// SMS verifies donor phones; nil means the sandbox verifier, which only
 	// the sandbox stack may use.
 	SMS sms.Verifier
+	// Stripe is the production identity vendor's API (Stripe Identity):
+	// its secret key and address. The sandbox stack ignores it and runs
+	// its built-in stand-in instead. Stripe's webhook signing secret is
+	// Vendors.KYC.
+	Stripe stripeidentity.Config
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// VaultGrace is how old an unreferenced stored phone gets before the
@@ -68,6 +77,9 @@ type Config struct {
 	// FrameAncestors is who may frame the partner dashboard (a CSP
 	// frame-ancestors source list); empty means nobody.
 	FrameAncestors string
+	// Truv is the production stack's payroll vendor account; the sandbox
+	// runs its own stand-in.
+	Truv TruvConfig
 }
 
 // Stack is one running instance.
@@ -81,6 +93,9 @@ type Stack struct {
 	Operators  *app.Operators
 	Dispatcher *dispatcher.Dispatcher
 	API        *httpapi.Server
+	// Bank holds the churches' deposit accounts: Increase in production,
+	// the sandbox's own Increase on the sandbox.
+	Bank app.Bank
 	// Metrics is the instance's registry; serve exposes it on the metrics
 	// listener.
 	Metrics *telemetry.Metrics
@@ -188,9 +203,14 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	bank, err := s.openBank(ctx)
+	if err != nil {
+		return err
+	}
+	s.Bank = bank.port
 	var sim *simulators.Simulator
 	if cfg.Ledger.Env == domain.Sandbox {
-		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), cfg.TLSRoots)
+		sim = simulators.New(cfg.PublicURL, simulators.Secrets(vendors), bank.sandbox, cfg.TLSRoots)
 	}
 	verifier := cfg.SMS
 	if verifier == nil {
@@ -199,6 +219,21 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		}
 		verifier = sms.Sandbox{}
 	}
+	payroll, payrollStandIn, err := s.payrollVendor(vendors.Payroll)
+	if err != nil {
+		return err
+	}
+	identity, identityStandIn, err := s.identityVendor(sim)
+	if err != nil {
+		return err
+	}
+	standIns := map[string]http.Handler{}
+	if payrollStandIn != nil {
+		standIns["truv"] = payrollStandIn
+	}
+	if identityStandIn != nil {
+		standIns["stripe"] = identityStandIn
+	}
 	hooks := cfg.Webhooks
 	hooks.Env, hooks.Log, hooks.Metrics = cfg.Ledger.Env, cfg.Log.With().Str("component", "dispatcher").Logger(), s.Metrics
 	s.App, err = app.New(app.Config{
@@ -206,7 +241,8 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Metrics: s.Metrics,
 	}, app.Deps{
 		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
-		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Simulator: sim, KeyUse: keyUse,
+		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Identity: identity, Simulator: sim, KeyUse: keyUse,
+		Payroll: payroll, Bank: bank.port,
 		Dashboard: grants,
 		// The dispatcher disables failing endpoints through the service,
 		// which sends test deliveries through the dispatcher.
@@ -223,9 +259,9 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		return err
 	}
 	s.API, err = httpapi.New(httpapi.Config{
-		RateLimit: cfg.RateLimit, Vendors: vendors, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
-		FrameAncestors: cfg.FrameAncestors,
-		Keys:           httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
+		RateLimit: cfg.RateLimit, Vendors: vendors, BankTransfers: bank.transfers, Log: cfg.Log.With().Str("component", "http").Logger(), Metrics: s.Metrics,
+		FrameAncestors: cfg.FrameAncestors, StandIns: standIns,
+		Keys: httpapi.Keys{Cursor: s.Secrets.Key("cursor"), CSRF: s.Secrets.Key("flow-csrf"), Fingerprint: s.Secrets.Key("idempotency-fingerprint")},
 	}, httpapi.Deps{App: s.App, Store: s.Store, Instances: s.presence})
 	return err
 }
@@ -322,6 +358,10 @@ func (s *Stack) Close() error {
 // to start without all three.
 func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets, error) {
 	v := cfg.Vendors
+	if cfg.Ledger.Env != domain.Sandbox {
+		// Truv signs its webhooks with the access secret.
+		v.Payroll = []byte(cfg.Truv.Secret)
+	}
 	pick := func(have []byte, kind string) []byte {
 		if len(have) > 0 || cfg.Ledger.Env != domain.Sandbox {
 			return have
@@ -330,7 +370,7 @@ func vendorSecrets(cfg Config, secrets *secrets.Secrets) (httpapi.VendorSecrets,
 	}
 	v.Payroll, v.Bank, v.KYC = pick(v.Payroll, "payroll"), pick(v.Bank, "bank"), pick(v.KYC, "kyc")
 	if len(v.Payroll) == 0 || len(v.Bank) == 0 || len(v.KYC) == 0 {
-		return v, errors.New("production needs every vendor webhook secret: --vendor-secret-payroll, --vendor-secret-bank, --vendor-secret-kyc")
+		return v, errors.New("production needs every vendor webhook secret: --truv-secret, --increase-webhook-secret, --stripe-webhook-secret")
 	}
 	return v, nil
 }

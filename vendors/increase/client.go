@@ -73,8 +73,8 @@ func retryable(status int) bool {
 	return status >= 500
 }
 
-// Client calls Increase's API with a secret API key. It reads; it never moves
-// money.
+// Client calls Increase's API with a secret API key. It reads transfers and
+// opens account numbers; it never moves money.
 type Client struct {
 	base   *url.URL
 	apiKey string
@@ -114,27 +114,47 @@ func (c *Client) InboundACHTransfer(ctx context.Context, id string) (InboundACHT
 
 // get sends one authenticated GET and decodes a 2xx answer into out.
 func (c *Client) get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, "", out)
+}
+
+// do sends one authenticated request, body (when not nil) as JSON under
+// idempotencyKey (when not empty), and decodes a 2xx answer into out.
+func (c *Client) do(ctx context.Context, method, path string, body any, idempotencyKey string, out any) error {
 	u := c.base.JoinPath(path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
 		// The error names the URL, never the key, which is in a header.
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxResponse))
+	answer, err := io.ReadAll(io.LimitReader(res.Body, maxResponse))
 	if err != nil {
 		return fmt.Errorf("%w: reading the answer: %v", ErrUnavailable, err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return apiError(res.StatusCode, body)
+		return apiError(res.StatusCode, answer)
 	}
-	if err := json.NewDecoder(bytes.NewReader(body)).Decode(out); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(answer)).Decode(out); err != nil {
 		// A 2xx Increase cannot be read is Increase's fault, maybe a proxy's:
 		// worth another try later, not a reason to drop the deposit.
 		return fmt.Errorf("%w: answer is not the documented object: %v", ErrUnavailable, err)

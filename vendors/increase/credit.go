@@ -23,7 +23,8 @@ type Credit struct {
 	TransferID string
 	// TransactionID is the Increase Transaction the acceptance created.
 	TransactionID string
-	// Trace is the 15-digit ACH trace number the originating bank set. Increase
+	// Trace is the ACH trace number the originating bank set: 15 digits at
+	// Increase. Increase
 	// documents that trace numbers are not unique across originators: with the
 	// originator's routing number and the effective date it identifies the
 	// entry, and it is what an ACH return refers to.
@@ -85,8 +86,13 @@ var (
 // USD is the only currency the service credits.
 const USD = "USD"
 
-// traceForm is the documented trace number: 15 digits.
-var traceForm = regexp.MustCompile(`^[0-9]{15}$`)
+// traceForm is what the receiver holds a trace number to: Increase's are
+// the 15 digits of an ACH trace, and the sandbox's stand-in of Increase
+// carries the trace a partner chose for a simulated deposit (any 1 to 64
+// visible characters, as the service's own deposit rules allow), so only
+// what keeps a trace safe in a log and a ledger is checked here; the
+// service's rules decide the rest.
+var traceForm = regexp.MustCompile(`^[!-~]{1,64}$`)
 
 // dateForm is how Increase writes a date without a time.
 const dateForm = time.DateOnly

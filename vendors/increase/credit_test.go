@@ -110,8 +110,8 @@ func TestNormaliseRefuses(t *testing.T) {
 			tr.StandardEntryClassCode = "international_ach_transaction"
 			tr.InternationalAddenda = &increase.InternationalAddenda{DestinationCurrencyCode: "EUR", OriginatingCurrencyCode: "USD"}
 		}, increase.ErrCurrency, increase.ErrInvalidCredit},
-		{"short trace", func(tr *increase.InboundACHTransfer) { tr.TraceNumber = "02100003846102" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
-		{"trace with letters", func(tr *increase.InboundACHTransfer) { tr.TraceNumber = "02100003846102X" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
+		{"no trace", func(tr *increase.InboundACHTransfer) { tr.TraceNumber = "" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
+		{"trace with a space", func(tr *increase.InboundACHTransfer) { tr.TraceNumber = "0210000 3846102" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
 		{"accepted without acceptance", func(tr *increase.InboundACHTransfer) { tr.Acceptance = nil }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
 		{"no account number", func(tr *increase.InboundACHTransfer) { tr.AccountNumberID = "" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
 		{"effective date with a time", func(tr *increase.InboundACHTransfer) { tr.EffectiveDate = "2023-04-02T00:00:00Z" }, increase.ErrMalformedTransfer, increase.ErrInvalidCredit},
@@ -236,7 +236,7 @@ func TestBuildRefusesWhatCannotBeRead(t *testing.T) {
 		"zero amount":     func(c *increase.Credit) { c.AmountCents = 0 },
 		"negative amount": func(c *increase.Credit) { c.AmountCents = -5 },
 		"euros":           func(c *increase.Credit) { c.Currency = "EUR" },
-		"short trace":     func(c *increase.Credit) { c.Trace = "123" },
+		"no trace":        func(c *increase.Credit) { c.Trace = "" },
 		"no account":      func(c *increase.Credit) { c.AccountNumberID = "" },
 		"no time":         func(c *increase.Credit) { c.ReceivedAt = time.Time{} },
 		"bad date":        func(c *increase.Credit) { c.EffectiveDate = "28/11/2026" },

@@ -78,17 +78,21 @@
 // service. Increase notes that trace numbers are not unique across
 // originators (with the originating routing number and the effective date
 // they identify an entry); TransferID is unique at Increase. The church is
-// found from Credit.AccountNumberID: open one Increase Account Number per
-// church, and register its id with the church.
+// found from Credit.AccountNumberID: the service opens one Increase Account
+// Number per church (CreateAccountNumber, under an Idempotency-Key that names
+// the church, so one church gets one number however often it is asked) and
+// records its id with the church before handing the number out
+// (increasebank, eventlog/accountnumbers).
 //
 // # Sandbox
 //
-// A simulated deposit builds what Increase would hold and send:
-// BuildInboundACHTransfer(credit) is the object the sandbox's stand-in of
-// Increase serves, BuildCreditEvent(credit) the webhook body, and Sign the
-// headers, with the sandbox's secret. The edge then fetches the transfer
-// from the stand-in (a Client whose base URL points at it, or any Transfers)
-// exactly as it would from Increase.
+// The sandbox stack runs its own Increase (increasesandbox): a simulated
+// deposit's transfer is sealed into its id, the simulator signs and sends the
+// Event naming it with Sign, and the edge "fetches" the transfer from the
+// sandbox's Increase (a Transfers) exactly where production fetches it from
+// Increase's API. BuildInboundACHTransfer and BuildCreditEvent describe what
+// Increase would hold and send for a Credit; the fake (increasefake) serves
+// them.
 //
 // # Documentation followed
 //
@@ -102,6 +106,18 @@
 //     and .updated).
 //   - Event Subscriptions: https://increase.com/documentation/api/event-subscriptions
 //     (shared_secret signs the webhooks).
+//   - Account Numbers: https://increase.com/documentation/api/account-numbers
+//     (the object and its example; POST /account_numbers with account_id,
+//     name, inbound_ach.debit_status), and Accounts and Account Numbers:
+//     https://increase.com/documentation/accounts-and-account-numbers (one
+//     account, many account numbers, to reconcile inbound payments).
+//   - Idempotency keys: https://increase.com/documentation/idempotency-keys
+//     (Idempotency-Key header on POST, up to 200 characters, one object per
+//     key, a 409 idempotency_key_already_used_error naming the object's id in
+//     resource_id when the key is reused with other arguments).
+//   - Accounts: the Account object's bank, and the names of its values in the
+//     SDKs (accountnumber.go, account.go of the Go SDK; the Ruby SDK's
+//     Increase::Models::Account::Bank).
 //   - The Go SDK, github.com/Increase/increase-go: event.go (EventService.Unwrap,
 //     the Event and its categories), inboundachtransfer.go (types and paths),
 //     simulationinboundachtransfer.go (the sandbox simulation), option/requestoption.go

@@ -41,7 +41,9 @@ var ErrMalformedEvent = errors.New("increase: webhook body is not an Event")
 // idForm is what an Increase object id looks like in every documented
 // example ("event_001dzz0r20rzr4zrhrr1364hy80"): lower-case letters, digits
 // and underscores. Holding ids to it keeps them safe in a URL path and a log.
-var idForm = regexp.MustCompile(`^[a-z0-9_]{1,128}$`)
+// Increase's ids are about thirty characters; the bound leaves room for the
+// sandbox's stand-in, whose transfer ids carry the sealed transfer.
+var idForm = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
 
 // ParseEvent decodes a webhook body. Unknown fields are allowed, because
 // Increase may add fields to its objects; the fields read must be present

@@ -34,6 +34,12 @@
 //     ErrInvalidHeader, ErrNoValidSignature, ErrTooOld) and, like
 //     ErrInvalidEvent, is a refusal: Stripe's own examples answer 400 and
 //     Stripe retries anything that is not 2xx.
+//   - NewVerifier(Client): the service's identity port on the client. It
+//     names the donor by the service's opaque ids only (the donor id as the
+//     reference, the church and donor session in metadata), reads a
+//     session as the flow needs it (domain.IdentityCheck: still open with a
+//     page to go back to, or decided), and gives the hosted pages' origin,
+//     which the flow's CSP allows its identity form to lead to.
 //   - BuildEvent (with OutcomeEvent) and Sign in the sandbox's stand-in and
 //     POST /sandbox/simulate/kyc, so that the simulator sends what Stripe
 //     sends through the production edge.
@@ -101,4 +107,7 @@
 //     Stripe-Signature and the JSON content type.
 //   - Whether the pinned APIVersion is accepted by a given account; it is
 //     configurable for that reason.
+//   - The hosted pages' origin, https://verify.stripe.com: Stripe's reference
+//     gives the url as an opaque string; the origin is the one every
+//     published integration's session urls have.
 package stripeidentity

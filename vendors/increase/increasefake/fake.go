@@ -1,9 +1,11 @@
 // Package increasefake is a local stand-in for the parts of Increase's API
 // the service touches, written from Increase's API reference and its
-// official SDKs: it serves Inbound ACH Transfers and Events, simulates an
-// inbound ACH transfer the way POST /simulations/inbound_ach_transfers does
-// in Increase's sandbox, and delivers the resulting webhooks signed as
-// Increase signs them, retrying until the receiver answers 2xx.
+// official SDKs: it serves Inbound ACH Transfers and Events, opens Account
+// Numbers under the Accounts a test adds (POST /account_numbers) and serves
+// them and the Accounts, simulates an inbound ACH transfer the way
+// POST /simulations/inbound_ach_transfers does in Increase's sandbox, and
+// delivers the resulting webhooks signed as Increase signs them, retrying
+// until the receiver answers 2xx.
 //
 // It checks what a client sends: every request must carry
 // "Authorization: Bearer <the configured key>", paths must be documented
@@ -14,8 +16,10 @@
 //
 // What is the fake's own choice, because Increase does not publish it: the
 // titles and details of errors, the shape of generated ids and trace
-// numbers, the webhook-id of a delivery (the Event id here), and the retry
-// schedule (Options.Retries). State lives in memory, for one process.
+// numbers, account numbers' digits, the webhook-id of a delivery (the Event
+// id here), and the retry schedule (Options.Retries). The Idempotent-Replayed
+// header and an object's idempotency_key are not set. State lives in memory,
+// for one process.
 package increasefake
 
 import (
@@ -67,7 +71,10 @@ type Request struct {
 	Path           string
 	Authorization  string
 	IdempotencyKey string
-	Status         int
+	// Body is what the client sent, for a test to sweep it for what must
+	// never reach the bank (a donor's phone).
+	Body   []byte
+	Status int
 }
 
 // Fake is an in-memory Increase. Its zero value is not usable; call New.
@@ -75,12 +82,17 @@ type Fake struct {
 	opts Options
 
 	mu             sync.Mutex
-	accountNumbers map[string]string // account number id → account id
+	accounts       map[string]string // account id → its bank
+	accountNumbers map[string]increase.AccountNumber
 	transfers      map[string]increase.InboundACHTransfer
 	events         map[string]increase.Event
 	idempotency    map[string]replay
 	requests       []Request
 	deliveries     []*Delivery
+
+	// keyed serialises requests under an Idempotency-Key, so that two at
+	// once create one object, as at Increase.
+	keyed sync.Mutex
 
 	wg sync.WaitGroup
 }
@@ -105,7 +117,8 @@ func New(o Options) *Fake {
 	}
 	return &Fake{
 		opts:           o,
-		accountNumbers: map[string]string{},
+		accounts:       map[string]string{},
+		accountNumbers: map[string]increase.AccountNumber{},
 		transfers:      map[string]increase.InboundACHTransfer{},
 		events:         map[string]increase.Event{},
 		idempotency:    map[string]replay{},
@@ -116,13 +129,32 @@ func New(o Options) *Fake {
 // of retries).
 func (f *Fake) Close() { f.wg.Wait() }
 
+// AddAccount makes an Account known, held at bank (first_internet_bank,
+// say): account numbers can be opened under it.
+func (f *Fake) AddAccount(accountID, bank string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.accounts[accountID] = bank
+}
+
 // AddAccountNumber makes an account number known, under an account: a
 // simulated transfer can only be sent to a known account number, as at
 // Increase.
 func (f *Fake) AddAccountNumber(accountNumberID, accountID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.accountNumbers[accountNumberID] = accountID
+	f.accountNumbers[accountNumberID] = increase.AccountNumber{ID: accountNumberID, AccountID: accountID}
+}
+
+// AccountNumbers returns the account numbers opened or added so far.
+func (f *Fake) AccountNumbers() []increase.AccountNumber {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]increase.AccountNumber, 0, len(f.accountNumbers))
+	for _, n := range f.accountNumbers {
+		out = append(out, n)
+	}
+	return out
 }
 
 // PutInboundACHTransfer stores a transfer the fake then serves, e.g. one
@@ -144,13 +176,20 @@ func (f *Fake) Requests() []Request {
 var (
 	inboundTransferPath = regexp.MustCompile(`^/inbound_ach_transfers/([^/]+)$`)
 	eventPath           = regexp.MustCompile(`^/events/([^/]+)$`)
+	accountNumberPath   = regexp.MustCompile(`^/account_numbers/([^/]+)$`)
+	accountPath         = regexp.MustCompile(`^/accounts/([^/]+)$`)
 )
 
-const simulatePath = "/simulations/inbound_ach_transfers"
+const (
+	simulatePath       = "/simulations/inbound_ach_transfers"
+	accountNumbersPath = "/account_numbers"
+)
 
 // ServeHTTP answers Increase's API.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := Request{Method: r.Method, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body}
 	status, answer := f.route(r)
 	rec.Status = status
 	f.mu.Lock()
@@ -188,6 +227,27 @@ func (f *Fake) route(r *http.Request) (int, []byte) {
 	if r.URL.Path == simulatePath && r.Method == http.MethodPost {
 		return f.idempotent(r, f.simulate)
 	}
+	if r.URL.Path == accountNumbersPath && r.Method == http.MethodPost {
+		return f.idempotent(r, f.createAccountNumber)
+	}
+	if m := accountNumberPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+		f.mu.Lock()
+		n, ok := f.accountNumbers[m[1]]
+		f.mu.Unlock()
+		if !ok {
+			return notFound(m[1])
+		}
+		return ok200(n)
+	}
+	if m := accountPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+		f.mu.Lock()
+		bank, ok := f.accounts[m[1]]
+		f.mu.Unlock()
+		if !ok {
+			return notFound(m[1])
+		}
+		return ok200(increase.Account{ID: m[1], Bank: bank, Status: "open", Type: "account"})
+	}
 	return apiError(http.StatusNotFound, "api_method_not_found_error", "", "No API method exists at "+r.Method+" "+r.URL.Path+".", "")
 }
 
@@ -216,12 +276,20 @@ func (f *Fake) idempotent(r *http.Request, op func(body []byte) (int, []byte)) (
 	if key == "" {
 		return op(body)
 	}
+	f.keyed.Lock()
+	defer f.keyed.Unlock()
 	f.mu.Lock()
 	prev, seen := f.idempotency[key]
 	f.mu.Unlock()
 	if seen {
 		if !bytes.Equal(prev.body, body) {
-			return apiError(http.StatusConflict, "idempotency_key_already_used_error", "", "The Idempotency-Key was already used with another request.", "")
+			// Increase names the object the key created, in resource_id.
+			var first struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(prev.answer, &first)
+			status, answer := apiError(http.StatusConflict, "idempotency_key_already_used_error", "", "The Idempotency-Key was already used with another request.", "")
+			return status, withResourceID(answer, first.ID)
 		}
 		return prev.status, prev.answer
 	}
@@ -275,11 +343,12 @@ func (f *Fake) simulate(body []byte) (int, []byte) {
 		return apiError(http.StatusBadRequest, "invalid_parameters_error", "", "The fake does not simulate resolve_at.", "resolve_at")
 	}
 	f.mu.Lock()
-	accountID, known := f.accountNumbers[p.AccountNumberID]
+	number, known := f.accountNumbers[p.AccountNumberID]
 	f.mu.Unlock()
 	if !known {
 		return notFound(p.AccountNumberID)
 	}
+	accountID := number.AccountID
 	now := f.opts.Now().UTC().Truncate(time.Second)
 	amount, direction := *p.Amount, increase.DirectionCredit
 	if amount < 0 {
@@ -371,11 +440,16 @@ func ok200(v any) (int, []byte) {
 
 func notFound(id string) (int, []byte) {
 	status, body := apiError(http.StatusNotFound, "object_not_found_error", "", "Could not find the object.", "No object with id "+id+" exists.")
+	return status, withResourceID(body, id)
+}
+
+// withResourceID sets the error object's resource_id.
+func withResourceID(body []byte, id string) []byte {
 	var e map[string]any
 	_ = json.Unmarshal(body, &e)
 	e["resource_id"] = id
 	b, _ := json.Marshal(e)
-	return status, b
+	return b
 }
 
 // apiError is Increase's error object.
@@ -409,6 +483,16 @@ func randomID() string {
 	for i := range b {
 		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
 		b[i] = alphabet[n.Int64()]
+	}
+	return string(b)
+}
+
+// randomDigits is n random decimal digits.
+func randomDigits(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		d, _ := rand.Int(rand.Reader, big.NewInt(10))
+		b[i] = byte('0' + d.Int64())
 	}
 	return string(b)
 }

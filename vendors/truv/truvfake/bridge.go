@@ -214,7 +214,9 @@ func (f *Fake) complete(t Token, good bool) template.JS {
 			task(truv.StatusLogin),
 			f.webhook(t, truv.EventLinkConnected, linkID),
 			task(truv.StatusSwitchDeposit),
-			task(truv.StatusDone),
+		}
+		if !f.cfg.HoldDone {
+			seq = append(seq, task(truv.StatusDone))
 		}
 	} else {
 		seq = []truv.Webhook{task(truv.StatusLogin), task("login_error")}

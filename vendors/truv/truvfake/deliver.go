@@ -62,6 +62,9 @@ func (f *Fake) deliver(ctx context.Context, body []byte) Delivery {
 	} else {
 		d.Status, d.Err = f.post(ctx, d.URL, d.Header, body)
 	}
+	if f.cfg.Forget {
+		return d
+	}
 	f.mu.Lock()
 	f.deliveries = append(f.deliveries, d)
 	if len(f.deliveries) > maxRecorded {

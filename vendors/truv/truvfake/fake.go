@@ -42,6 +42,17 @@ type Config struct {
 	// script opens the widget there. Empty: the origin the script was
 	// fetched from.
 	PublicURL string
+	// HoldDone stops a switch at switch_deposit when the donor finishes in
+	// the widget: the payroll provider's confirmation (the task's done)
+	// is then sent later, with Send, as the sandbox's payroll-connected
+	// simulator does. False sends done right after, as a provider that
+	// confirms at once would.
+	HoldDone bool
+	// Forget keeps no record of users, tokens, requests or deliveries (the
+	// sandbox's stand-in, which runs as long as the service: its ids and
+	// tokens seal themselves, so nothing needs them kept). Users, Tokens,
+	// Requests and Deliveries then say nothing.
+	Forget bool
 	// HTTPClient delivers webhooks; one with a 10 s timeout when nil.
 	HTTPClient *http.Client
 	// Now reads the clock; time.Now when nil.
@@ -304,7 +315,9 @@ func (f *Fake) createUser(w http.ResponseWriter, body []byte) {
 		u.ExternalUserID = *b.ExternalUserID
 	}
 	f.mu.Lock()
-	f.users[u.ID] = u
+	if !f.cfg.Forget {
+		f.users[u.ID] = u
+	}
 	f.mu.Unlock()
 	ts := now.Format(time.RFC3339)
 	writeJSON(w, http.StatusCreated, userAnswer{
@@ -365,7 +378,9 @@ func (f *Fake) createBridgeToken(w http.ResponseWriter, userID string, body []by
 	}
 	t.Token = f.sealToken(t)
 	f.mu.Lock()
-	f.tokens[t.Token] = t
+	if !f.cfg.Forget {
+		f.tokens[t.Token] = t
+	}
 	f.mu.Unlock()
 	writeJSON(w, http.StatusOK, tokenAnswer{BridgeToken: t.Token, TrackingInfo: t.TrackingInfo, ProductType: t.ProductType})
 }
@@ -440,6 +455,9 @@ func depositValue(raw json.RawMessage) (string, error) {
 }
 
 func (f *Fake) record(r Request) {
+	if f.cfg.Forget {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r)

@@ -32,10 +32,10 @@ func (s *Service) simulate(ctx context.Context, partner, churchID string) error 
 	if !s.HasSimulators() {
 		return ErrNoSimulators
 	}
-	if err := s.SeeWrites(ctx); err != nil {
-		return err
+	_, ok, err := s.writtenChurch(ctx, partner, churchID)
+	if err == nil && !ok {
+		err = domain.NotFound("church", churchID)
 	}
-	_, err := s.churchOf(partner, churchID)
 	return err
 }
 

@@ -174,8 +174,10 @@ func (s *Service) run(ctx context.Context, cmd eventlog.Command) (eventlog.Outco
 // runAnswered is run for a use case that answers from its own decision
 // and reads nothing after it: it does not wait for the local projections.
 // A read that follows on this instance still sees the write, because
-// every request first waits for what this instance appended before it
-// began (SeeWrites), and by then the projector has mostly applied it.
+// every read first waits for what this instance appended before it began
+// (SeeWrites), and a write that reads what such a use case made (a church
+// just imported) waits where it reads it (writtenChurch); by then the
+// projector has mostly applied it.
 func (s *Service) runAnswered(ctx context.Context, cmd eventlog.Command) (eventlog.Outcome, error) {
 	return s.runCommand(ctx, cmd, false)
 }
@@ -203,17 +205,34 @@ func (s *Service) runCommand(ctx context.Context, cmd eventlog.Command, wait boo
 
 // SeeWrites waits, bounded, until the local projections hold every event
 // this instance's commands had appended (or found appended) when it was
-// called: the transport calls it before serving any request, so that a
-// read after a write on this instance sees the write, though the write's
-// use case answered without waiting (runAnswered). It costs nothing once
-// the projector has caught up, as it mostly has by the time the next
-// request arrives.
+// called: the transport calls it before serving any read, so that a read
+// after a write on this instance sees the write, though the write's use
+// case answered without waiting (runAnswered). It costs nothing once the
+// projector has caught up, as it mostly has by the time the next request
+// arrives.
 func (s *Service) SeeWrites(ctx context.Context) error {
 	seq := s.wrote.Load()
 	if s.store.Applied() >= seq {
 		return nil
 	}
 	return s.waitApplied(ctx, seq)
+}
+
+// writtenChurch is one of the partner's churches, as the projections hold
+// it once they hold this instance's writes: a church an import on this
+// instance answered a moment ago may not be applied yet, so one not found
+// is looked for again after SeeWrites. A church found needs no wait (only
+// imports answer before their event is applied, and they only add
+// churches), so a request naming one never waits for the projections.
+func (s *Service) writtenChurch(ctx context.Context, partner, churchID string) (domain.Church, bool, error) {
+	c, ok, err := s.store.Church(partner, churchID)
+	if err != nil || ok {
+		return c, ok, err
+	}
+	if err := s.SeeWrites(ctx); err != nil {
+		return c, false, err
+	}
+	return s.store.Church(partner, churchID)
 }
 
 // highWater is the newest sequence written, raised concurrently.

@@ -40,10 +40,7 @@ type CreatedSession struct {
 // for the two), and the donor's id.
 func (s *Service) CreateSession(ctx context.Context, partner string, req SessionRequest) (CreatedSession, error) {
 	s = s.as("app.CreateSession")
-	if err := s.SeeWrites(ctx); err != nil {
-		return CreatedSession{}, err
-	}
-	n, phone, err := s.validateSession(partner, req)
+	n, phone, err := s.validateSession(ctx, partner, req)
 	if err != nil {
 		return CreatedSession{}, err
 	}
@@ -84,7 +81,7 @@ func (s *Service) CreateSession(ctx context.Context, partner string, req Session
 
 var e164Form = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
-func (s *Service) validateSession(partner string, req SessionRequest) (domain.NewSession, string, error) {
+func (s *Service) validateSession(ctx context.Context, partner string, req SessionRequest) (domain.NewSession, string, error) {
 	var v domain.Validation
 	n := domain.NewSession{PartnerID: partner}
 	switch {
@@ -93,7 +90,7 @@ func (s *Service) validateSession(partner string, req SessionRequest) (domain.Ne
 	case !domain.ValidID(domain.PrefixChurch, *req.ChurchID):
 		v.Add("church_id", "is not a church id of this partner")
 	default:
-		c, ok, err := s.store.Church(partner, *req.ChurchID)
+		c, ok, err := s.writtenChurch(ctx, partner, *req.ChurchID)
 		if err != nil {
 			return n, "", err
 		}

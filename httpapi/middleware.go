@@ -144,9 +144,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}()
 		// A read after a write on this instance sees the write, though
 		// the write's use case answered without waiting for the
-		// projections (app.Service.SeeWrites).
-		if err := s.app.SeeWrites(r.Context()); err != nil {
-			writeError(sw, r, fmt.Errorf("%w: %w", domain.ErrUnavailable, err))
+		// projections (app.Service.SeeWrites). A write waits only where
+		// its use case reads what such a write made (a church just
+		// imported), so one that reads nothing of it is never held up
+		// by the projections.
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && s.app.SeeWrites(r.Context()) != nil {
+			writeError(sw, r, fmt.Errorf("%w: the projections are behind this instance's writes", domain.ErrUnavailable))
 			return
 		}
 		next.ServeHTTP(sw, r)

@@ -159,6 +159,11 @@ func (s *Service) SimulateDeposit(ctx context.Context, partner string, d Simulat
 // creditedAt is the bank timestamp the partner's deposit with trace was
 // credited with, or "" when it was not credited.
 func (s *Service) creditedAt(ctx context.Context, partner, trace string) (string, error) {
+	// A credit answers before its event is applied: one this instance
+	// made a moment ago is read once the projections hold it.
+	if err := s.SeeWrites(ctx); err != nil {
+		return "", err
+	}
 	dep, err := s.deposit(ctx, partner, trace)
 	if err != nil || !dep.Credited {
 		return "", err

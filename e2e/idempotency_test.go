@@ -129,11 +129,14 @@ func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 	ts := startStack(t)
 	c, pid := ts.partner(t)
 	sawInFlight := false
-	for attempt := 0; attempt < 5 && !sawInFlight; attempt++ {
+	// The largest import, so that it is still running when the others
+	// arrive: requests got faster, and a small one could finish first.
+	const races = 10
+	for attempt := 0; attempt < races && !sawInFlight; attempt++ {
 		key := apitest.Header{"Idempotency-Key": fmt.Sprintf("race-%d", attempt)}
 		// A new key with the same external ids would reject every row;
 		// each attempt has its own, so each creates churches.
-		rows := make([]string, 200)
+		rows := make([]string, domain.MaxImportRows)
 		for i := range rows {
 			rows[i] = fmt.Sprintf(`{"name":"Church %d","external_id":"a%d-ext-%d"}`, i, attempt, i)
 		}
@@ -189,7 +192,7 @@ func TestConcurrentRequestsWithOneKeyImportOnce(t *testing.T) {
 		}
 	}
 	if !sawInFlight {
-		t.Fatal("no request ever saw the key in flight (409) in 5 races of 50")
+		t.Fatalf("no request ever saw the key in flight (409) in %d races of 50", races)
 	}
 }
 

@@ -85,22 +85,14 @@ func TestPayrollSwitch(t *testing.T) {
 			t.Fatalf("after two openings: %+v", again)
 		}
 		// A session past the payroll step opens nothing.
-		if _, err := in.App.StartPayroll(ctx, in.atPayrollDone(t, p, c.ID), time.Now()); err != domain.ErrWrongStep {
+		if _, err := in.App.StartPayroll(ctx, in.submittedSwitch(t), time.Now()); err != domain.ErrWrongStep {
 			t.Fatalf("a completed session opened the widget: %v", err)
 		}
 	})
 
 	t.Run("the vendor's outcomes move the switch once each", func(t *testing.T) {
 		t.Parallel()
-		p := in.partner(t)
-		c := in.church(t, p)
-		s := in.atPayroll(t, p, c.ID)
-		if _, err := in.App.StartPayroll(ctx, s, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		en := in.session(t, p, s.ID).SwitchEnrollment
-		in.catchUp(t)
-
+		p, _, s, en := in.openedSwitch(t)
 		changed, err := in.report(t, "fail-1", app.PayrollReport{EnrollmentID: en, Outcome: app.SwitchFailed, Reason: "login_error"})
 		if refused := in.session(t, p, s.ID); err != nil || !changed || refused.Payroll() != domain.PayrollRefused {
 			t.Fatalf("a failure: %v %v %s", changed, err, refused.Payroll())
@@ -136,13 +128,7 @@ func TestPayrollSwitch(t *testing.T) {
 
 	t.Run("a confirmation whose submission was lost creates the enrollment first", func(t *testing.T) {
 		t.Parallel()
-		p := in.partner(t)
-		c := in.church(t, p)
-		s := in.atPayroll(t, p, c.ID)
-		if _, err := in.App.StartPayroll(ctx, s, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		en := in.session(t, p, s.ID).SwitchEnrollment
+		p, _, _, en := in.openedSwitch(t)
 		if _, err := in.report(t, "done-only", app.PayrollReport{EnrollmentID: en, Outcome: app.SwitchConfirmed}); err != nil {
 			t.Fatal(err)
 		}
@@ -211,15 +197,26 @@ func TestPayrollSwitch(t *testing.T) {
 	})
 }
 
-// atPayrollDone is a session whose switch the vendor submitted.
-func (in *instance) atPayrollDone(t testing.TB, partner, church string) domain.Session {
+// openedSwitch is a new partner's church and a session whose donor opened
+// the payroll widget, with the enrollment the switch names, applied by the
+// projections.
+func (in *instance) openedSwitch(t testing.TB) (partner string, church domain.Church, s domain.Session, enrollment string) {
 	t.Helper()
-	s := in.atPayroll(t, partner, church)
+	partner = in.partner(t)
+	church = in.church(t, partner)
+	s = in.atPayroll(t, partner, church.ID)
 	if _, err := in.App.StartPayroll(context.Background(), s, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	en := in.session(t, partner, s.ID).SwitchEnrollment
+	enrollment = in.session(t, partner, s.ID).SwitchEnrollment
 	in.catchUp(t)
+	return partner, church, s, enrollment
+}
+
+// submittedSwitch is a session whose switch the vendor submitted.
+func (in *instance) submittedSwitch(t testing.TB) domain.Session {
+	t.Helper()
+	partner, _, s, en := in.openedSwitch(t)
 	if _, err := in.report(t, "submitted-"+en, app.PayrollReport{EnrollmentID: en, Outcome: app.SwitchSubmitted}); err != nil {
 		t.Fatal(err)
 	}

@@ -204,6 +204,9 @@ func TestChangeChurch(t *testing.T) {
 			if err == nil && (got.Name != tc.name || !equalOptional(got.ExternalID, tc.ext)) {
 				t.Errorf("answered %q %v, want %q %v", got.Name, got.ExternalID, tc.name, tc.ext)
 			}
+			if err := in.App.SeeWrites(ctx); err != nil {
+				t.Fatal(err)
+			}
 			read, _, _ := in.Store.Church(p, id)
 			if read.Name != tc.name || !equalOptional(read.ExternalID, tc.ext) {
 				t.Errorf("reads %q %v, want %q %v", read.Name, read.ExternalID, tc.name, tc.ext)

@@ -96,6 +96,11 @@ func (in *instance) church(t testing.TB, partner string) domain.Church {
 	if err != nil || len(res) != 1 || res[0].Church == nil {
 		t.Fatalf("import a church: %v %+v", err, res)
 	}
+	// The import answers from its own decision; a test that reads the
+	// store next reads it applied, as a request would (SeeWrites).
+	if err := in.App.SeeWrites(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return *res[0].Church
 }
 

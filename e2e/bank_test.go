@@ -250,6 +250,7 @@ func TestProductionCreditFromIncrease(t *testing.T) {
 			}
 		}
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Total != 12345 || bal.Accounts[numbers[0].ID] != 12345 {
 		t.Fatalf("balance %+v, %v", bal, err)
 	}

@@ -151,6 +151,7 @@ func TestSimulatorsGoThroughTheEdge(t *testing.T) {
 	if n := countEvents(t, ts, "deposit.received"); n != 1 {
 		t.Fatalf("%d deposit.received, want 1", n)
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	bal, err := ts.Store.ChurchBalance(pid, church)
 	if err != nil || bal.Total != 1010 || bal.Count != 1 || bal.Accounts["acct_1"] != 1010 {
 		t.Fatalf("balance %+v %v", bal, err)
@@ -357,6 +358,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 			t.Fatalf("credit stored as %s (public %v) %s, internal %s", rec.Type, rec.Public, rec.Data, rec.Internal)
 		}
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, _ := ts.Store.ChurchBalance(pb, cb); bal.Total != 700 {
 		t.Fatalf("partner B's balance %d, want 700", bal.Total)
 	}
@@ -369,6 +371,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	if code := deposit(a, ca, "BIG-1", "100000000.00"); code != http.StatusUnprocessableEntity {
 		t.Fatalf("an amount beyond one ACH entry: %d", code)
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, _ := ts.Store.ChurchBalance(pa, ca); bal.Total != 500 || bal.Count != 1 {
 		t.Fatalf("partner A's balance %+v", bal)
 	}
@@ -389,6 +392,7 @@ func TestDepositTracesAndRecovery(t *testing.T) {
 	if countEvents(t, ts, "deposit.received") != before+1 {
 		t.Fatal("the retry did not announce the recorded credit")
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, _ := ts.Store.ChurchBalance(pa, ca); bal.Total != 500+1234 || bal.Count != 2 {
 		t.Fatalf("the retry credited twice: %+v", bal)
 	}
@@ -461,6 +465,7 @@ func TestAnEarlierBuildsHalfDoneCreditIsAnnouncedOnTheBanksRetry(t *testing.T) {
 	if got := countEvents(t, ts, "deposit.received"); got != before+1 {
 		t.Fatalf("%d deposit.received after the retries, want %d", got, before+1)
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != 1 || bal.Total != 1000 {
 		t.Fatalf("balance %+v (%v): the retry credited again", bal, err)
 	}
@@ -521,6 +526,7 @@ func creditConcurrently(t *testing.T, pid, church string, stacks ...*testStack) 
 	if got := countEvents(t, ts, "deposit.received"); got != n+1 {
 		t.Fatalf("%d deposit.received, want %d (one for the shared trace, one per own trace)", got, n+1)
 	}
+	ts.waitProjected(t) // credits answer before the projector applies them
 	if bal, err := ts.Store.ChurchBalance(pid, church); err != nil || bal.Count != n+1 || bal.Total != (n+1)*1000 {
 		t.Fatalf("balance %+v (%v), want %d credits of 10.00", bal, err, n+1)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/httpapi/apitest"
 	"github.com/partnergiving/giving/vendors/truv"
 )
@@ -165,4 +166,64 @@ func TestVendorEventIDsAreRemembered(t *testing.T) {
 			t.Fatalf("delivery %d: %d %v, want %s", i+1, code, ack, want)
 		}
 	}
+}
+
+// A donor who opened Truv Bridge and took longer than the url's 30 minutes
+// keeps a session Truv's word can still complete: the API shows it open
+// with its later deadline, the flow's page waits, and Truv's submission
+// completes it; past the wait, it expires like any other.
+func TestASwitchInProgressKeepsItsSessionOpen(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	ts := startStack(t, withClock(clock))
+	c, _ := ts.partner(t)
+	church := importChurch(t, c, "Grace")
+	secret := string(ts.API.VendorSecrets().Payroll)
+	open := func() (sessionResponse, *donorBrowser) {
+		s := openSession(t, c, church, "+12025550100", "pct", "2", "https://partner.example/back")
+		d := newDonorBrowser(t, s.URL, nil)
+		verifiedDonor(t, d)
+		d.open("").expect(t, http.StatusOK, "Connect your payroll")
+		d.submit("payroll", nil).expect(t, http.StatusOK, "Connect your payroll") // the widget's page; the donor stays in Bridge
+		return s, d
+	}
+
+	s, d := open()
+	clock.advance(domain.SessionLifetime + time.Minute)
+	got := getSession(t, c, s.ID)
+	deadline, err := time.Parse(time.RFC3339, got.ExpiresAt)
+	if got.Status != "open" || err != nil || !deadline.After(clock.now()) {
+		t.Fatalf("a session whose switch is under way, past its url's expiry: %+v", got)
+	}
+	d.open("").expect(t, http.StatusOK, "Waiting for your payroll provider")
+	en := switchEnrollment(t, ts, s.ID)
+	if code, body := sendTruv(t, ts, secret, truvEvent(t, "", truv.SwitchSubmitted, en)); code != http.StatusOK {
+		t.Fatalf("Truv's submission after the url expired: %d %v", code, body)
+	}
+	waitSessionStatus(t, c, s.ID, "completed")
+
+	// Past the wait, the session expires.
+	late, _ := open()
+	clock.advance(domain.PayrollWait + time.Minute)
+	waitSessionStatus(t, c, late.ID, "expired")
+}
+
+// getSession reads a donor session through the API.
+func getSession(t *testing.T, c *apitest.Client, id string) sessionResponse {
+	t.Helper()
+	var s sessionResponse
+	c.Do(http.MethodGet, "/v1/donor_sessions/"+id, nil, nil).JSON(t, &s)
+	return s
+}
+
+// switchEnrollment is the enrollment the session's payroll switch names.
+func switchEnrollment(t *testing.T, ts *testStack, sessionID string) string {
+	t.Helper()
+	for _, ev := range ledgerEvents(t, ts.Ledger, "donor_session.payroll_started") {
+		if ev.AggregateID == sessionID {
+			return ev.Payload.(*domain.PayrollSwitchStarted).EnrollmentID
+		}
+	}
+	t.Fatalf("session %s opened no switch", sessionID)
+	return ""
 }

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -284,37 +285,66 @@ func (l *Ledger) LastOf(ctx context.Context, filter string) (uint64, error) {
 // moment after a node restarts or the leadership moves); the leader knows
 // every acknowledged write.
 func (l *Ledger) leaderLastOf(ctx context.Context, filter string) (uint64, error) {
-	body, err := json.Marshal(directGetRequest{LastFor: filter})
-	if err != nil {
+	msg, found, err := l.leaderLast(ctx, l.name, filter)
+	if err != nil || !found {
 		return 0, err
+	}
+	return msg.Seq, nil
+}
+
+// LeaderKV reads key of bucket as the bucket's leader knows it: every
+// acknowledged write, where a plain Get may be answered by a replica that
+// has not applied the newest one yet. For the reads whose answer must not
+// be older than a write another instance was told had landed.
+func (l *Ledger) LeaderKV(ctx context.Context, bucket jetstream.KeyValue, key string) (value []byte, revision uint64, found bool, err error) {
+	name := bucket.Bucket()
+	msg, found, err := l.leaderLast(ctx, "KV_"+name, "$KV."+name+"."+key)
+	if err != nil || !found || bytes.Contains(msg.Header, []byte(kvOperationHeader)) {
+		return nil, 0, false, err
+	}
+	return msg.Data, msg.Seq, true, nil
+}
+
+// kvOperationHeader marks a KV entry that deletes or purges its key.
+const kvOperationHeader = "KV-Operation"
+
+type leaderMsg struct {
+	Seq    uint64 `json:"seq"`
+	Header []byte `json:"hdrs"`
+	Data   []byte `json:"data"`
+}
+
+// leaderLast asks stream's leader for the newest message on subject.
+func (l *Ledger) leaderLast(ctx context.Context, stream, subject string) (leaderMsg, bool, error) {
+	body, err := json.Marshal(directGetRequest{LastFor: subject})
+	if err != nil {
+		return leaderMsg{}, false, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.name, body)
+	msg, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
-		return 0, NATSErr("last of "+filter, err)
+		return leaderMsg{}, false, NATSErr("last of "+subject, err)
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
-		Message struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
+		Message leaderMsg           `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("last of %s: %w", filter, err)
+		return leaderMsg{}, false, fmt.Errorf("last of %s: %w", subject, err)
 	}
 	switch {
 	case resp.Error == nil:
-		return resp.Message.Seq, nil
+		return resp.Message, true, nil
 	case resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return 0, nil
+		return leaderMsg{}, false, nil
 	}
 	// No leader (an election under way) or another refusal: the caller
-	// cannot know the aggregate's state now, so it retries later.
-	return 0, fmt.Errorf("last of %s: %w: %w", filter, domain.ErrUnavailable, resp.Error)
+	// cannot know the state now, so it retries later.
+	return leaderMsg{}, false, fmt.Errorf("last of %s: %w: %w", subject, domain.ErrUnavailable, resp.Error)
 }
 
 func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {

@@ -27,6 +27,7 @@ const Retention = 48 * time.Hour
 // Stored responses are sealed, because they can hold one-time secrets (a
 // webhook secret, a donor session url).
 type Store struct {
+	ledger *eventlog.Ledger
 	kv     jetstream.KeyValue
 	seal   *secrets.Sealer
 	lease  time.Duration
@@ -70,7 +71,7 @@ func Open(ctx context.Context, l *eventlog.Ledger, secrets *secrets.Secrets, cfg
 	if cfg.Settle <= 0 {
 		cfg.Settle = DefaultSettle
 	}
-	return &Store{kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
+	return &Store{ledger: l, kv: kv, seal: secrets.Sealer("idempotency"), lease: cfg.Lease, settle: cfg.Settle, instance: cfg.Instance, boot: strconv.FormatInt(time.Now().UnixNano(), 36)}, nil
 }
 
 type idemRecord struct {
@@ -161,15 +162,15 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 			}
 			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
-		entry, err := s.kv.Get(ctx, id)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // released meanwhile; try to create again
-		}
+		value, revision, found, err := s.current(ctx, id)
 		if err != nil {
 			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
+		if !found {
+			continue // expired meanwhile; try to create again
+		}
 		var cur idemRecord
-		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+		if err := json.Unmarshal(value, &cur); err != nil {
 			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		switch {
@@ -187,7 +188,7 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 		// The first request died or failed: take the key over.
 		rec.CreatedAt = cur.CreatedAt
 		data, _ = json.Marshal(rec)
-		rev, err = s.kv.Update(ctx, id, data, entry.Revision())
+		rev, err = s.kv.Update(ctx, id, data, revision)
 		if err == nil {
 			return claim(rev, true), nil
 		}
@@ -205,11 +206,19 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 // arrive (a node lost meanwhile) was stored after all: the record holds
 // exactly data (its nonce is this request's), and the claim is ours.
 func (s *Store) stored(ctx context.Context, id string, data []byte) (uint64, bool) {
-	entry, err := s.kv.Get(ctx, id)
-	if err != nil || !bytes.Equal(entry.Value(), data) {
+	value, revision, found, err := s.current(ctx, id)
+	if err != nil || !found || !bytes.Equal(value, data) {
 		return 0, false
 	}
-	return entry.Revision(), true
+	return revision, true
+}
+
+// current reads a key's record as the bucket's leader knows it. On a
+// cluster a plain read may be answered by a replica that has not yet
+// applied an answer another instance already gave: a retry there would be
+// told the key is still running.
+func (s *Store) current(ctx context.Context, id string) (value []byte, revision uint64, found bool, err error) {
+	return s.ledger.LeaderKV(ctx, s.kv, id)
 }
 
 // abandoned reports whether a running record's request can no longer

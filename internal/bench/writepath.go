@@ -41,6 +41,9 @@ var workloads = []struct {
 	{"POST /v1/churches/import (1 row)", func(t tenant, n int) (string, any) {
 		return "/v1/churches/import", map[string]any{"churches": []map[string]string{{"name": fmt.Sprintf("Bench church %d", n)}}}
 	}},
+	{"POST /v1/churches/import (1 row, external_id)", func(t tenant, n int) (string, any) {
+		return "/v1/churches/import", map[string]any{"churches": []map[string]string{{"name": fmt.Sprintf("Bench church %d", n), "external_id": fmt.Sprintf("bench-%d", n)}}}
+	}},
 	{"POST /sandbox/simulate/deposit", func(t tenant, n int) (string, any) {
 		return "/sandbox/simulate/deposit", map[string]any{"church_id": t.church, "account_ref": "acct_bench", "amount": json.Number(fmt.Sprintf("%d.%02d", 1+n%500, n%100))}
 	}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/reservations"
 	"github.com/partnergiving/giving/eventlog/vault"
 )
 
@@ -49,6 +50,19 @@ type Idempotency interface {
 	Begin(ctx context.Context, scope, key, fingerprint string) (Begun, error)
 	Complete(ctx context.Context, c *Claim, fingerprint string, status int, body []byte) error
 	Release(ctx context.Context, c *Claim, fingerprint string) error
+}
+
+// Reservations keep the values that must stay unique (a partner's
+// external ids) reserved for the command about to store one
+// (reservations.Store implements it; externalids.go says how the use
+// cases keep the rule with it): Reserve reserves a key for a holder or
+// answers whose it is, TakeOver moves a stale one, Held reads one and
+// Release removes one once the value is free again.
+type Reservations interface {
+	Reserve(ctx context.Context, key, holder string) (reservations.Reservation, error)
+	TakeOver(ctx context.Context, r reservations.Reservation, holder string) (reservations.Reservation, bool, error)
+	Held(ctx context.Context, key string) (reservations.Reservation, bool, error)
+	Release(ctx context.Context, r reservations.Reservation) error
 }
 
 // DepositAccount is the bank account a church's gifts are deposited into:

@@ -17,6 +17,7 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/dashboard"
 	"github.com/partnergiving/giving/eventlog/delivery"
+	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/eventlog/keyuse"
 	"github.com/partnergiving/giving/eventlog/seen"
 	"github.com/partnergiving/giving/projections"
@@ -46,8 +47,10 @@ type Deps struct {
 	Store       *projections.Store
 	Projector   *projections.Projector
 	Idempotency Idempotency
-	Secrets     *secrets.Secrets
-	Vault       Vault
+	// Reservations keep the external ids being stored.
+	Reservations Reservations
+	Secrets      *secrets.Secrets
+	Vault        Vault
 	// VendorEvents remembers the vendor events the edge has fully handled.
 	VendorEvents *seen.Set
 	Attempts     *delivery.AttemptLog
@@ -96,18 +99,20 @@ type instance struct {
 	store     *projections.Store
 	projector *projections.Projector
 	idem      Idempotency
-	vault     Vault
-	vendorSet *seen.Set
-	attempts  *delivery.AttemptLog
-	counts    *delivery.Counts
-	webhooks  Webhooks
-	phones    sms.Verifier
-	identity  IdentityVerifier
-	payroll   Payroll
-	bank      Bank
-	simulator *simulators.Simulator
-	keyUse    *keyuse.Store
-	dashboard *dashboard.Grants
+	// reservations keep the external ids being stored.
+	reservations Reservations
+	vault        Vault
+	vendorSet    *seen.Set
+	attempts     *delivery.AttemptLog
+	counts       *delivery.Counts
+	webhooks     Webhooks
+	phones       sms.Verifier
+	identity     IdentityVerifier
+	payroll      Payroll
+	bank         Bank
+	simulator    *simulators.Simulator
+	keyUse       *keyuse.Store
+	dashboard    *dashboard.Grants
 
 	// wrote is the newest sequence this instance's commands appended or
 	// found appended (SeeWrites).
@@ -135,7 +140,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	s := &Service{instance: &instance{
-		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency,
+		cfg: cfg, log: cfg.Log, ledger: d.Ledger, store: d.Store, projector: d.Projector, idem: d.Idempotency, reservations: d.Reservations,
 		vault: d.Vault, vendorSet: d.VendorEvents, attempts: d.Attempts, counts: d.Counts, phones: d.Phones, identity: d.Identity,
 		payroll: d.Payroll, bank: d.Bank,
 		simulator: d.Simulator, keyUse: d.KeyUse, dashboard: d.Dashboard, flowKey: d.Secrets.Key("flow-token"),
@@ -183,10 +188,7 @@ func (s *Service) runAnswered(ctx context.Context, cmd eventlog.Command) (eventl
 }
 
 func (s *Service) runCommand(ctx context.Context, cmd eventlog.Command, wait bool) (eventlog.Outcome, error) {
-	claimed := s.req != nil && cmd.MsgID == ""
-	if claimed {
-		s.req.next(&cmd)
-	}
+	claimed := s.claim(&cmd)
 	ctx, span := telemetry.Start(ctx, cmp.Or(s.useCase, "app.run"))
 	out, err := s.execute(ctx, cmd, claimed)
 	if err == nil && out.Record != nil && claimed {
@@ -201,6 +203,20 @@ func (s *Service) runCommand(ctx context.Context, cmd eventlog.Command, wait boo
 	}
 	telemetry.End(span, err)
 	return out, err
+}
+
+// claim gives cmd the dedup id of the request the service runs for
+// (Under), unless cmd has one already (a vendor's event id, or the
+// request's, given before the command ran: holderOf), and reports whether
+// cmd runs under the request's claim.
+func (s *Service) claim(cmd *eventlog.Command) bool {
+	if s.req == nil {
+		return false
+	}
+	if cmd.MsgID == "" {
+		s.req.next(cmd)
+	}
+	return idempotency.IsRequestMsgID(cmd.MsgID)
 }
 
 // SeeWrites waits, bounded, until the local projections hold every event

@@ -8,9 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// ChurchCatalogue is the aggregate id under which a partner's church imports
-// are appended. Serialising imports per partner is what makes external_id
-// unique within a partner.
+// ChurchCatalogue is the aggregate id under which a partner's church
+// imports and changes are appended. What keeps external_id unique within a
+// partner is a reservation per external id, outside this package: the
+// decisions below take its answer as externalIDUsed.
 const ChurchCatalogue = "churches"
 
 // Limits on church imports.

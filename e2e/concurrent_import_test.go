@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// Many clients importing for one partner at once all succeed: the imports
-// are serialised on the partner's church catalogue, and losers of the race
-// decide again instead of failing.
+// Many clients importing for one partner at once all succeed, and an
+// external id they all name is stored once: the first import to reserve it
+// stores it, the others find it taken, none fails.
 func TestConcurrentImportsForOnePartnerAllSucceed(t *testing.T) {
 	t.Parallel()
 	ts := startStack(t)

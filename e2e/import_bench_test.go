@@ -22,7 +22,7 @@ import (
 //
 //   - serial: one client, one request at a time (latency);
 //   - one-partner-16-clients: sixteen clients of one partner, whose imports
-//     take turns on the partner's church catalogue;
+//     each reserve an external id of their own;
 //   - 16-partners: sixteen clients, each its own partner.
 func BenchmarkImport(b *testing.B) {
 	ts := startStack(b)

@@ -75,6 +75,10 @@ func newGroupCommit(js jetstream.JetStream, nc *nats.Conn, metrics *telemetry.Me
 
 // queuedAppend is one append waiting for a batch.
 type queuedAppend struct {
+	// ctx is the caller's: once it ends the append is never published,
+	// so a caller that gave up (a deadline it must append by, see
+	// Command) knows nothing of it is stored after.
+	ctx          context.Context
 	msg          *nats.Msg
 	guard, dedup string
 	done         chan groupOutcome
@@ -98,7 +102,7 @@ func (g *groupCommit) publish(ctx context.Context, msg *nats.Msg) (*jetstream.Pu
 		return ack, err
 	}
 	q := &queuedAppend{
-		msg: msg, guard: msg.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader), dedup: msg.Header.Get(jetstream.MsgIDHeader),
+		ctx: ctx, msg: msg, guard: msg.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader), dedup: msg.Header.Get(jetstream.MsgIDHeader),
 		done: make(chan groupOutcome, 1),
 	}
 	g.rounds.queue(func() { g.queue = append(g.queue, q) })
@@ -106,14 +110,16 @@ func (g *groupCommit) publish(ctx context.Context, msg *nats.Msg) (*jetstream.Pu
 	case o := <-q.done:
 		return o.ack, o.err
 	case <-ctx.Done():
-		// Whether the batch stores it is unknown here; a retry under the
-		// same dedup id finds out.
+		// Whether the batch stores it is unknown here (one taken before
+		// ctx ended is published); a retry under the same dedup id finds
+		// out.
 		return nil, ctx.Err()
 	}
 }
 
 // take removes the next batch from the queue, in arrival order, leaving
-// behind an append whose aggregate or dedup id the batch already holds.
+// behind an append whose aggregate or dedup id the batch already holds,
+// and dropping one whose caller gave up.
 func (g *groupCommit) take() []*queuedAppend {
 	var (
 		batch  []*queuedAppend
@@ -122,6 +128,9 @@ func (g *groupCommit) take() []*queuedAppend {
 		dedups = map[string]bool{}
 	)
 	for _, q := range g.queue {
+		if q.ctx.Err() != nil {
+			continue
+		}
 		if len(batch) == maxGroup || (q.guard != "" && guards[q.guard]) || dedups[q.dedup] {
 			rest = append(rest, q)
 			continue

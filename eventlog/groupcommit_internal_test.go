@@ -49,11 +49,17 @@ func TestABatchChecksEachMemberAgainstTheStreamBeforeIt(t *testing.T) {
 }
 
 // take forms a batch in arrival order, leaving behind for the next batch
-// an append whose aggregate or dedup id the batch already holds.
+// an append whose aggregate or dedup id the batch already holds, and
+// dropping one whose caller gave up.
 func TestTakeKeepsOneAppendPerAggregateAndDedupID(t *testing.T) {
-	q := func(guard, dedup string) *queuedAppend { return &queuedAppend{guard: guard, dedup: dedup} }
+	q := func(guard, dedup string) *queuedAppend {
+		return &queuedAppend{ctx: context.Background(), guard: guard, dedup: dedup}
+	}
+	gaveUp, cancel := context.WithCancel(context.Background())
+	cancel()
 	a1, b1, a2, c1, c1again, d1 := q("a", "1"), q("b", "2"), q("a", "3"), q("c", "4"), q("e", "4"), q("d", "5")
-	g := &groupCommit{queue: []*queuedAppend{a1, b1, a2, c1, c1again, d1}}
+	late := &queuedAppend{ctx: gaveUp, guard: "f", dedup: "6"}
+	g := &groupCommit{queue: []*queuedAppend{a1, late, b1, a2, c1, c1again, d1}}
 	if got := g.take(); !slices.Equal(got, []*queuedAppend{a1, b1, c1, d1}) {
 		t.Fatalf("first batch %v", got)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/partnergiving/giving/eventlog/idempotency"
 	"github.com/partnergiving/giving/eventlog/keyuse"
 	"github.com/partnergiving/giving/eventlog/presence"
+	"github.com/partnergiving/giving/eventlog/reservations"
 	"github.com/partnergiving/giving/eventlog/seen"
 	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/httpapi"
@@ -172,6 +173,10 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 	if err != nil {
 		return err
 	}
+	reserved, err := reservations.Open(ctx, s.Ledger, reservations.Config{Instance: instance})
+	if err != nil {
+		return err
+	}
 	if s.presence, err = presence.Open(ctx, s.Ledger, instance, 5*time.Second); err != nil {
 		return err
 	}
@@ -240,7 +245,7 @@ func (s *Stack) build(ctx context.Context, instance string, vendors httpapi.Vend
 		Env: cfg.Ledger.Env, PublicURL: cfg.PublicURL, Log: cfg.Log.With().Str("component", "app").Logger(), Now: cfg.Now,
 		Metrics: s.Metrics,
 	}, app.Deps{
-		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Secrets: s.Secrets, Vault: phones,
+		Ledger: s.Ledger, Store: s.Store, Projector: s.Projector, Idempotency: idem, Reservations: reserved, Secrets: s.Secrets, Vault: phones,
 		VendorEvents: vendorEvents, Attempts: attempts, Counts: counts, Phones: verifier, Identity: identity, Simulator: sim, KeyUse: keyUse,
 		Payroll: payroll, Bank: bank.port,
 		Dashboard: grants,

@@ -36,13 +36,28 @@ type instance struct {
 // stops it when the test ends.
 func startInstance(t testing.TB) *instance {
 	t.Helper()
+	return startInstanceOn(t, "")
+}
+
+// sharedMasterKey is the master key of instances that share a ledger, as
+// every instance of one deployment does.
+const sharedMasterKey = "3c4e2a9b8d7e6f50412233445566778899aabbccddeeff00112233445566778b"
+
+// startInstanceOn runs a sandbox instance on the NATS server at natsURL,
+// which other instances may share (eventlogtest.StartServer), or on an
+// embedded one when natsURL is empty.
+func startInstanceOn(t testing.TB, natsURL string) *instance {
+	t.Helper()
 	dir := t.TempDir()
 	srv := httptest.NewUnstartedServer(nil)
 	cfg := stack.Config{
-		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir},
+		Ledger:    eventlog.Config{Env: domain.Sandbox, DataDir: dir, NATSURL: natsURL},
 		PublicURL: "http://" + srv.Listener.Addr().String(),
 		RateLimit: httpapi.RateLimit{PerSecond: 10000, Burst: 10000},
 		Log:       zerolog.Nop(),
+	}
+	if natsURL != "" {
+		cfg.MasterKey = sharedMasterKey
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -73,12 +74,11 @@ func (s *Service) reserveImported(ctx context.Context, cmd *eventlog.Command, ro
 
 // UpdateChurch renames a church or changes its external id under the
 // import's rules: a new external id is reserved as an import's are, and
-// the one it replaces is released once the change is stored. The change
-// runs on the partner's catalogue, so changes to one church (and its
-// archiving) apply in order. Another partner's church is not found.
+// the one it replaces is released once the change is stored. Another
+// partner's church is not found.
 func (s *Service) UpdateChurch(ctx context.Context, partner, churchID string, p domain.ChurchPatch) (domain.Church, error) {
 	s = s.as("app.UpdateChurch")
-	cmd := eventlog.Command{Partner: partner, Aggregate: domain.ChurchCatalogue, LastOnly: true}
+	cmd := eventlog.Command{Partner: partner, Aggregate: domain.ChurchChanges, LastOnly: true}
 	ids, err := s.reserveChanged(ctx, &cmd, churchID, p)
 	if err != nil {
 		return domain.Church{}, err
@@ -112,7 +112,7 @@ func (s *Service) UpdateChurch(ctx context.Context, partner, churchID string, p 
 // it, would store a new one. The change itself is decided again on its
 // turn, where a new external id is free only if reserved here.
 func (s *Service) reserveChanged(ctx context.Context, cmd *eventlog.Command, churchID string, p domain.ChurchPatch) (heldIDs, error) {
-	c, _, err := s.writtenChurch(ctx, cmd.Partner, churchID)
+	c, err := s.importedChurch(ctx, cmd.Partner, churchID)
 	if err != nil {
 		return heldIDs{}, err
 	}
@@ -132,7 +132,7 @@ func (s *Service) reserveChanged(ctx context.Context, cmd *eventlog.Command, chu
 // church changes nothing.
 func (s *Service) ArchiveChurch(ctx context.Context, partner, churchID string) (domain.Church, error) {
 	s = s.as("app.ArchiveChurch")
-	cmd := eventlog.Command{Partner: partner, Aggregate: domain.ChurchCatalogue, LastOnly: true}
+	cmd := eventlog.Command{Partner: partner, Aggregate: domain.ChurchChanges, LastOnly: true}
 	return s.changeChurch(ctx, cmd, churchID, func(_ context.Context, c domain.Church) (*domain.Event, error) {
 		ev, _ := domain.ArchiveChurch(partner, c, s.Now())
 		return ev, nil
@@ -140,14 +140,16 @@ func (s *Service) ArchiveChurch(ctx context.Context, partner, churchID string) (
 }
 
 // changeChurch runs one decision about one church on the partner's
-// catalogue (cmd) and answers the church as the projections then hold it.
+// church changes (cmd: every change before it applied, so the decision
+// sees the church as they left it) and answers the church as the
+// projections then hold it.
 func (s *Service) changeChurch(ctx context.Context, cmd eventlog.Command, churchID string,
 	decide func(ctx context.Context, c domain.Church) (*domain.Event, error)) (domain.Church, error) {
 	cmd.Decide = func(ctx context.Context, h eventlog.History) (*domain.Event, error) {
 		if err := s.waitApplied(ctx, h.Last); err != nil {
 			return nil, err
 		}
-		c, err := s.churchOf(cmd.Partner, churchID)
+		c, err := s.importedChurch(ctx, cmd.Partner, churchID)
 		if err != nil {
 			return nil, err
 		}
@@ -157,6 +159,21 @@ func (s *Service) changeChurch(ctx context.Context, cmd eventlog.Command, church
 		return domain.Church{}, err
 	}
 	return s.churchOf(cmd.Partner, churchID)
+}
+
+// importedChurch is one of the partner's churches, or a not-found error.
+// Imports take no turn with changes, so a church imported a moment ago (on
+// another instance, say) may not be applied here yet: one not found is
+// looked for again once the projections caught up with the ledger.
+func (s *Service) importedChurch(ctx context.Context, partner, churchID string) (domain.Church, error) {
+	if _, ok, err := s.store.Church(partner, churchID); err != nil || !ok {
+		ctx, cancel := context.WithTimeout(ctx, readWait)
+		defer cancel()
+		if err := s.projector.CatchUp(ctx); err != nil {
+			return domain.Church{}, fmt.Errorf("read your write: %w", err)
+		}
+	}
+	return s.churchOf(partner, churchID)
 }
 
 // externalIDLookup is the uniqueness rule's view of the partner's external

@@ -2,7 +2,10 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/partnergiving/giving/domain"
@@ -198,7 +201,7 @@ func TestChangeChurch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := in.events(t, p, domain.ChurchCatalogue, "church.updated")
+			before := in.events(t, p, domain.ChurchChanges, "church.updated")
 			got, err := in.App.UpdateChurch(ctx, p, id, tc.patch)
 			wantProblem(t, err, tc.code)
 			if err == nil && (got.Name != tc.name || !equalOptional(got.ExternalID, tc.ext)) {
@@ -211,7 +214,7 @@ func TestChangeChurch(t *testing.T) {
 			if read.Name != tc.name || !equalOptional(read.ExternalID, tc.ext) {
 				t.Errorf("reads %q %v, want %q %v", read.Name, read.ExternalID, tc.name, tc.ext)
 			}
-			if n := in.events(t, p, domain.ChurchCatalogue, "church.updated") - before; (n == 1) != tc.appends || n > 1 {
+			if n := in.events(t, p, domain.ChurchChanges, "church.updated") - before; (n == 1) != tc.appends || n > 1 {
 				t.Errorf("%d church.updated appended, want one: %v", n, tc.appends)
 			}
 		})
@@ -247,7 +250,7 @@ func TestChangeChurch(t *testing.T) {
 		if err != nil || again.ArchivedAt == nil || !again.ArchivedAt.Equal(*first.ArchivedAt) {
 			t.Fatalf("archive again: %+v %v, want it unchanged", again, err)
 		}
-		if n := in.events(t, p, domain.ChurchCatalogue, "church.archived"); n != 1 {
+		if n := in.events(t, p, domain.ChurchChanges, "church.archived"); n != 1 {
 			t.Errorf("%d church.archived events, want 1", n)
 		}
 		// An archived church takes no new donor sessions.
@@ -269,4 +272,53 @@ func TestChangeChurch(t *testing.T) {
 			t.Errorf("the owner's church changed: %+v", read)
 		}
 	})
+}
+
+// A partner's imports never make its church changes decide again: imports
+// append to the catalogue and reserve their external ids, changes take
+// turns on an aggregate of their own, so renames made while imports pour
+// in meet no append conflict.
+func TestChurchChangesTakeNoTurnWithImports(t *testing.T) {
+	t.Parallel()
+	in := startInstance(t)
+	ctx := context.Background()
+	p := in.partner(t)
+	c := in.church(t, p)
+	before := in.appendConflicts(t)
+	stop := make(chan struct{})
+	var imports sync.WaitGroup
+	var imported atomic.Int64
+	for w := range 8 {
+		imports.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ext := fmt.Sprintf("w%d-%d", w, i)
+				if _, err := in.App.ImportChurches(ctx, p, []domain.ImportRow{{Name: "Pouring in", ExternalID: &ext}}); err != nil {
+					t.Error(err)
+					return
+				}
+				imported.Add(1)
+			}
+		})
+	}
+	for i := range 30 {
+		name := fmt.Sprintf("Renamed %d", i)
+		got, err := in.App.UpdateChurch(ctx, p, c.ID, domain.ChurchPatch{Name: &name, ExternalID: ptr(fmt.Sprintf("crm-%d", i))})
+		if err != nil || got.Name != name {
+			t.Errorf("change %d: %+v %v", i, got, err)
+			break
+		}
+	}
+	close(stop)
+	imports.Wait()
+	if imported.Load() == 0 {
+		t.Fatal("no import ran beside the changes")
+	}
+	if n := in.appendConflicts(t) - before; n != 0 {
+		t.Errorf("%.0f append conflicts beside %d imports, want none", n, imported.Load())
+	}
 }

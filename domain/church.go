@@ -9,10 +9,18 @@ import (
 )
 
 // ChurchCatalogue is the aggregate id under which a partner's church
-// imports and changes are appended. What keeps external_id unique within a
-// partner is a reservation per external id, outside this package: the
-// decisions below take its answer as externalIDUsed.
+// imports are appended, and under which earlier builds appended changes
+// too. What keeps external_id unique within a partner is a reservation per
+// external id, outside this package: the decisions below take its answer
+// as externalIDUsed.
 const ChurchCatalogue = "churches"
+
+// ChurchChanges is the aggregate id under which a partner's changes to its
+// churches (renames, external ids, archiving) are appended: each is
+// decided on the church as every change before it left it, so they take
+// turns among themselves, while imports, which only add churches, never
+// wait for them or make them decide again.
+const ChurchChanges = "church_changes"
 
 // Limits on church imports.
 const (
@@ -232,7 +240,7 @@ func UpdateChurch(partnerID string, c Church, p ChurchPatch, externalIDUsed func
 	if next.ExternalID != nil && !equalOptional(next.ExternalID, c.ExternalID) && externalIDUsed(*next.ExternalID) {
 		return nil, c, ProblemExternalIDTaken.New("external_id %q is already used by another church", *next.ExternalID)
 	}
-	ev := NewEvent(partnerID, ChurchCatalogue, "", now, &ChurchUpdated{ChurchID: c.ID, Name: next.Name, ExternalID: next.ExternalID})
+	ev := NewEvent(partnerID, ChurchChanges, "", now, &ChurchUpdated{ChurchID: c.ID, Name: next.Name, ExternalID: next.ExternalID})
 	return &ev, next, nil
 }
 
@@ -242,7 +250,7 @@ func ArchiveChurch(partnerID string, c Church, now time.Time) (*Event, Church) {
 	if c.ArchivedAt != nil {
 		return nil, c
 	}
-	ev := NewEvent(partnerID, ChurchCatalogue, "", now, &ChurchArchived{ChurchID: c.ID})
+	ev := NewEvent(partnerID, ChurchChanges, "", now, &ChurchArchived{ChurchID: c.ID})
 	at := ev.OccurredAt
 	c.ArchivedAt = &at
 	return &ev, c

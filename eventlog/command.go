@@ -23,6 +23,10 @@ type History struct {
 // Command is one state change: which aggregate it touches and how it decides.
 // Every entry point (the API, the vendor edge, the CLI) runs commands through
 // Execute, so every write gets the same concurrency and dedup guarantees.
+// Its append is sent before the context given to Execute ends, or never
+// (one waiting to share a batch is dropped then): a command that must have
+// stored its event by a time, as the holder of a reservation must, gives
+// Execute that deadline.
 type Command struct {
 	Partner   string
 	Aggregate string

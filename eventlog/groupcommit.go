@@ -172,12 +172,12 @@ func (g *groupCommit) store(batch []*queuedAppend) {
 		}
 	}
 	// One append alone, or a batch the server refused (it stored none of
-	// it): each on its own, at once.
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
+	// it): each on its own, at once, unless its caller gave up meanwhile.
 	var wg sync.WaitGroup
 	for _, q := range batch {
 		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(q.ctx, groupTimeout)
+			defer cancel()
 			ack, err := g.js.PublishMsg(ctx, q.msg)
 			if err == nil && !ack.Duplicate {
 				g.metrics.LedgerBatch(1)

@@ -84,9 +84,9 @@ type Reservation struct {
 	rev uint64
 }
 
-// ErrBusy means a reservation kept changing under every attempt to read
+// errBusy means a reservation kept changing under every attempt to read
 // it: retry later.
-var ErrBusy = fmt.Errorf("%w: a reservation kept changing", domain.ErrUnavailable)
+var errBusy = fmt.Errorf("%w: a reservation kept changing", domain.ErrUnavailable)
 
 // Reserve reserves key for holder: it creates the reservation, or renews
 // holder's own (an earlier run of the same request), or answers another
@@ -118,7 +118,7 @@ func (s *Store) Reserve(ctx context.Context, key, holder string) (Reservation, e
 			return r, err
 		}
 	}
-	return Reservation{}, ErrBusy
+	return Reservation{}, errBusy
 }
 
 // TakeOver moves r, as read, to holder, and reports false when it changed

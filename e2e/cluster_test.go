@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,40 @@ func TestTwoInstancesOnTheDeployCluster(t *testing.T) {
 	cb.Do(http.MethodPost, importPath, `{"churches":[{"name":"North again","external_id":"n-1"}]}`, nil).JSON(t, &dup)
 	if dup.Results[0].Status != "rejected" {
 		t.Fatalf("B accepted an external id A already used: %+v", dup.Results[0])
+	}
+	// Clients of both instances naming one new external id at once: one
+	// import stores it, every other is told it is taken.
+	for round := range 5 {
+		body := fmt.Sprintf(`{"churches":[{"name":"Raced","external_id":"race-%d"}]}`, round)
+		outcomes := make(chan string, 6)
+		var wg sync.WaitGroup
+		for _, c := range []*apitest.Client{ca, cb, ca, cb, ca, cb} {
+			wg.Go(func() {
+				var r importResponse
+				resp := c.Do(http.MethodPost, importPath, body, nil)
+				if resp.Status != 200 {
+					outcomes <- fmt.Sprintf("%d %s", resp.Status, resp.Body)
+					return
+				}
+				resp.JSON(t, &r)
+				outcomes <- r.Results[0].Status
+			})
+		}
+		wg.Wait()
+		close(outcomes)
+		created := 0
+		for o := range outcomes {
+			switch o {
+			case "created":
+				created++
+			case "rejected":
+			default:
+				t.Errorf("round %d: %s", round, o)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("round %d: %d imports stored one external id through two instances, want 1", round, created)
+		}
 	}
 
 	// Losing one node of three leaves a quorum: writes go on.

@@ -88,11 +88,15 @@ type Reservation struct {
 // it: retry later.
 var errBusy = fmt.Errorf("%w: a reservation kept changing", domain.ErrUnavailable)
 
+// reserveAttempts bounds Reserve's attempts to create or read a
+// reservation; the waits between them add up to about half a second.
+const reserveAttempts = 8
+
 // Reserve reserves key for holder: it creates the reservation, or renews
 // holder's own (an earlier run of the same request), or answers another
 // holder's as it stands (Mine false).
 func (s *Store) Reserve(ctx context.Context, key, holder string) (Reservation, error) {
-	for range 5 {
+	for attempt := 1; attempt <= reserveAttempts; attempt++ {
 		r, data := s.mine(holder)
 		rev, err := s.kv.Create(ctx, key, data)
 		if err == nil {
@@ -109,7 +113,14 @@ func (s *Store) Reserve(ctx context.Context, key, holder string) (Reservation, e
 			return Reservation{}, err
 		}
 		if !found {
-			continue // released meanwhile: create it again
+			// Released meanwhile, or, on a cluster, another holder's
+			// create is accepted but not yet applied (a replicated
+			// stream checks a create against those in flight, a read
+			// sees only those applied): look again in a moment.
+			if err := eventlog.Backoff(ctx, attempt); err != nil {
+				return Reservation{}, eventlog.NATSErr("reserve", err)
+			}
+			continue
 		}
 		if cur.holder != holder {
 			return cur.Reservation, nil
@@ -132,7 +143,7 @@ func (s *Store) TakeOver(ctx context.Context, r Reservation, holder string) (Res
 	if rev, ok := s.stored(ctx, r.key, data); ok {
 		return mine.at(r.key, rev), true, nil
 	}
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return Reservation{}, false, nil
 	}
 	return Reservation{}, false, eventlog.NATSErr("take over a reservation", err)
@@ -149,8 +160,7 @@ func (s *Store) Held(ctx context.Context, key string) (r Reservation, found bool
 // held is free again (the event that stored it was superseded).
 func (s *Store) Release(ctx context.Context, r Reservation) error {
 	err := s.kv.Delete(ctx, r.key, jetstream.LastRevision(r.rev))
-	var refused *jetstream.APIError
-	if err == nil || errors.As(err, &refused) && refused.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if err == nil || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return nil
 	}
 	return eventlog.NATSErr("release a reservation", err)

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/partnergiving/giving/domain"
@@ -167,10 +166,8 @@ func (s *Service) changeChurch(ctx context.Context, cmd eventlog.Command, church
 // looked for again once the projections caught up with the ledger.
 func (s *Service) importedChurch(ctx context.Context, partner, churchID string) (domain.Church, error) {
 	if _, ok, err := s.store.Church(partner, churchID); err != nil || !ok {
-		ctx, cancel := context.WithTimeout(ctx, readWait)
-		defer cancel()
-		if err := s.projector.CatchUp(ctx); err != nil {
-			return domain.Church{}, fmt.Errorf("read your write: %w", err)
+		if err := s.caughtUp(ctx); err != nil {
+			return domain.Church{}, err
 		}
 	}
 	return s.churchOf(partner, churchID)

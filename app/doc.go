@@ -1,6 +1,6 @@
 // Package app holds the service's use cases: one exported method per thing a
 // partner, a donor, a vendor or an operator can do (import churches, open a
-// donor session, each step of the hosted flow, cancel, pause or update an
+// donor session, show a page of the hosted flow or submit one of its forms, cancel, pause or update an
 // enrollment, register, edit or rotate a webhook endpoint, roll an API key,
 // handle a vendor webhook, onboard a partner, ...), and the background processes (the sweeper: session
 // expiry, enrollments a failure left uncreated, waits for a donor's consent

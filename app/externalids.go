@@ -103,7 +103,7 @@ func (s *Service) reserveExternalID(ctx context.Context, partner, ext, holder st
 			return r, r.Mine, err
 		}
 		if r.Stale {
-			if err := s.projector.CatchUp(wctx); err != nil {
+			if err := s.caughtUp(wctx); err != nil {
 				return r, false, fmt.Errorf("external id %q: %w", ext, err)
 			}
 		}

@@ -44,33 +44,14 @@ func (s *Service) expireSession(ctx context.Context, partner, id string, now tim
 	return after, err
 }
 
-// BindBrowser binds the session to the browser holding the binding secret
-// whose hash is fresh, unless it is bound already. held is the hash of the
-// secret the browser presents, if any: the decision is made on the session
-// as the ledger holds it, so a browser bound through another instance whose
-// binding these projections have not applied yet is recognised.
-func (s *Service) BindBrowser(ctx context.Context, sess domain.Session, held, fresh string, now time.Time) (domain.Session, error) {
-	s = s.as("app.BindBrowser")
-	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(cur *domain.Session) (*domain.Event, error) {
-		return domain.Bind(cur, held, fresh, now)
-	})
-}
-
-// SessionFromLedger loads a session from the ledger, which may be ahead of
-// the local projections.
-func (s *Service) SessionFromLedger(ctx context.Context, sess domain.Session) (domain.Session, error) {
-	s = s.as("app.SessionFromLedger")
-	return s.updateSession(ctx, sess.PartnerID, sess.ID, func(*domain.Session) (*domain.Event, error) { return nil, nil })
-}
-
-// CheckDonor reports ErrDonorForgotten when the session's donor's phone is
+// checkDonor reports ErrDonorForgotten when the session's donor's phone is
 // gone.
-func (s *Service) CheckDonor(ctx context.Context, sess domain.Session) error {
+func (s *Service) checkDonor(ctx context.Context, sess domain.Session) error {
 	_, err := s.phone(ctx, sess)
 	return err
 }
 
-// checkEnrollmentDonor is CheckDonor for the session that enrolled e.
+// checkEnrollmentDonor is checkDonor for the session that enrolled e.
 func (s *Service) checkEnrollmentDonor(ctx context.Context, e Enrollment) error {
 	sess, ok, err := s.store.Session(e.PartnerID, e.SessionID)
 	if err != nil {
@@ -79,7 +60,7 @@ func (s *Service) checkEnrollmentDonor(ctx context.Context, e Enrollment) error 
 	if !ok {
 		return fmt.Errorf("enrollment %s: its donor session %s is not in the projections", e.ID, e.SessionID)
 	}
-	return s.CheckDonor(ctx, sess)
+	return s.checkDonor(ctx, sess)
 }
 
 // phone is the session's donor's phone, from the vault.

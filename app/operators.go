@@ -9,6 +9,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/eventlog/vault"
 	"github.com/partnergiving/giving/projections"
 	"github.com/partnergiving/giving/secrets"
@@ -21,11 +22,14 @@ import (
 // running instance is asked what its projections know where that spares a
 // read of the ledger's history (sessionsOfDonor).
 type Operators struct {
-	ledger *eventlog.Ledger
+	ledger  *eventlog.Ledger
+	control *control.Plane
 }
 
 // NewOperators returns the operator use cases on ledger.
-func NewOperators(l *eventlog.Ledger) *Operators { return &Operators{ledger: l} }
+func NewOperators(l *eventlog.Ledger) *Operators {
+	return &Operators{ledger: l, control: control.New(l)}
+}
 
 // CreatePartner onboards a partner, with what donors see of it, and issues
 // its first key.
@@ -215,11 +219,11 @@ const askWait = 30 * time.Second
 // reads every donor session the ledger holds instead.
 func (o *Operators) sessionsOfDonor(ctx context.Context, donor string) ([]projections.DonorSession, string, error) {
 	actx, cancel := context.WithTimeout(ctx, askWait)
-	data, err := o.ledger.Ask(actx, DonorSessionsTopic, []byte(donor))
+	data, err := o.control.Ask(actx, DonorSessionsTopic, []byte(donor))
 	cancel()
 	var why string
 	switch {
-	case errors.Is(err, eventlog.ErrNoAnswerer):
+	case errors.Is(err, control.ErrNoAnswerer):
 		why = "no running instance answers"
 	case err != nil:
 		why = err.Error()

@@ -177,11 +177,7 @@ func (s *Service) switchSession(ctx context.Context, enrollmentID string) (domai
 	if err != nil || ok {
 		return sess, err
 	}
-	last, err := s.ledger.LastSeq(ctx)
-	if err != nil {
-		return sess, err
-	}
-	if err := s.waitApplied(ctx, last); err != nil {
+	if err := s.caughtUp(ctx); err != nil {
 		return sess, err
 	}
 	if sess, ok, err = s.store.SessionBySwitch(enrollmentID); err != nil || ok {

@@ -251,6 +251,19 @@ func (s *Service) writtenChurch(ctx context.Context, partner, churchID string) (
 	return s.store.Church(partner, churchID)
 }
 
+// caughtUp waits until this instance's projections hold everything the
+// ledger holds now: for a vendor's webhook or a church change naming
+// something it does not find, which may have been written a moment ago, on
+// this instance or another, before it is called unknown; and before a
+// stale reservation is taken over (externalids.go).
+func (s *Service) caughtUp(ctx context.Context) error {
+	last, err := s.ledger.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return s.waitApplied(ctx, last)
+}
+
 // highWater is the newest sequence written, raised concurrently.
 type highWater struct{ atomic.Uint64 }
 

@@ -198,6 +198,13 @@ func (s *Service) kycCompleted(ctx context.Context, msgID string, d KYCResult) (
 		return false, unknownReference("donor_id %q is not a donor of this church.", d.DonorID)
 	}
 	ids, err := s.store.DonorSessions(partner, d.DonorID)
+	if err == nil && len(ids) == 0 {
+		// The session may have been opened a moment ago, on this instance
+		// or another, and not be applied here yet.
+		if err = s.caughtUp(ctx); err == nil {
+			ids, err = s.store.DonorSessions(partner, d.DonorID)
+		}
+	}
 	if err != nil {
 		return false, err
 	}

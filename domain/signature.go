@@ -17,7 +17,7 @@ import (
 // SignatureTolerance is how far a signature's timestamp may be from now.
 const SignatureTolerance = 300 * time.Second
 
-// The headers that carry a signature made by Sign.
+// The headers that carry a delivery's signature, made by WebhookSigner.
 const (
 	// WebhookSignatureHeader signs the service's deliveries to partners.
 	WebhookSignatureHeader = "Service-Signature"
@@ -39,17 +39,10 @@ const (
 	StandardSignatureHeader = "webhook-signature"
 )
 
-// Sign returns a signature header value for body at time t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">", keyed with the
-// whole secret as given (an endpoint's "whsec_..." string, prefix included).
-// It is the scheme of the service's own webhooks as a receiver checks them
-// (WebhookSigner makes the deliveries' headers); the tests of the receivers
-// in this module sign with it.
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return serviceSignature(ts, mac(secret, ts, body))
-}
-
+// serviceSignature writes a Service-Signature value from its timestamp and
+// HMAC: "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">", keyed with
+// the whole secret as given (an endpoint's "whsec_..." string, prefix
+// included), the form VerifySignature reads.
 func serviceSignature(ts string, sum []byte) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(sum)
 }

@@ -210,7 +210,17 @@ func TestProductionCreditFromIncrease(t *testing.T) {
 	pushed := waitDelivered(t, rc, "deposit.received", 1)[0]
 
 	// Increase sends the event again, and the transfer's updated event.
-	first := fi.Deliveries()[0]
+	// The edge's answer reaches the fake's log a moment after the
+	// deposit it recorded may already have been delivered.
+	var first increasefake.Delivery
+	waitFor(t, 10*time.Second, "the fake to log the first webhook's answer", func() bool {
+		all := fi.Deliveries()
+		if len(all) == 0 {
+			return false
+		}
+		first = all[0]
+		return len(first.Attempts) > 0
+	})
 	if !first.Delivered {
 		t.Fatalf("the first webhook was not acknowledged: %+v", first)
 	}

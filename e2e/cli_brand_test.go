@@ -15,6 +15,7 @@ import (
 // (flags or their GIVING_* variables); bad input is refused naming the
 // flag; the running service's pages show the change.
 func TestCLIPartnerBrand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := decodeCLI(t, runCLI(t, append(offline(dir), "GIVING_TERMS_URL=https://acme.example/terms"),
 		"partners", "create", "--name", "Acme Church Software", "--redirect-origin", "https://partner.example",

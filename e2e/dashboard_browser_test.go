@@ -103,6 +103,7 @@ func (tb *tab) waitText(h1, want string) {
 }
 
 func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
 	src, version := axeSource(t)
 	b := newBrowser(t)
 	ts := startStack(t, withRetrySchedule(300*time.Millisecond, 300*time.Millisecond))

@@ -138,6 +138,7 @@ func (d *dashClient) signIn(c *apitest.Client) {
 func heading(page string) string { return flowPage{Body: page}.h1() }
 
 func TestDashboardLinksAndSessions(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{}
 	ts := startStack(t, withClock(clock))
 	c, pid := ts.partner(t)
@@ -250,6 +251,7 @@ func mustURL(t *testing.T, raw string) *url.URL {
 }
 
 func TestDashboardFormsAndIsolation(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	rc := okReceiver(t)
@@ -385,6 +387,7 @@ func TestDashboardFormsAndIsolation(t *testing.T) {
 }
 
 func TestDashboardPolicyHeaders(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := ts.partner(t)
 	d := newDashClient(t, ts.URL)
@@ -426,6 +429,7 @@ func TestDashboardPolicyHeaders(t *testing.T) {
 }
 
 func TestDashboardFromTheCLI(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), nil, "--demo")
 	waitFor(t, 10*time.Second, "the demo block", func() bool { return strings.Contains(srv.Stdout.String(), `-d '{"churches":`) })
 	out := srv.Stdout.String()
@@ -453,6 +457,7 @@ func TestDashboardFromTheCLI(t *testing.T) {
 // works on both: links and sessions live in a bucket the instances share,
 // and the CSRF token is derived from the shared master key.
 func TestDashboardAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a := startStack(t, func(c *stack.Config) { c.Ledger.NATSListen = "127.0.0.1:0" })
 	key, err := os.ReadFile(filepath.Join(a.Dir, "master.key"))
 	if err != nil {

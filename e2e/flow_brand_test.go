@@ -103,6 +103,7 @@ func checkBrand(t *testing.T, p flowPage, b domain.Brand, church, csp string, ot
 // and says how to stop giving; the done page gives a reference to quote.
 // One partner's brand never shows on another's pages.
 func TestFlowShowsThePartnersBrand(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	acme, _ := brandedPartner(t, ts, "Acme Church Software", acmeBrand)
 	beacon, _ := brandedPartner(t, ts, "Beacon Software Inc.", beaconBrand)
@@ -219,6 +220,7 @@ func TestFlowShowsThePartnersBrand(t *testing.T) {
 // logo and no links, allows no other image source, and the consent tells
 // the donor to contact it by that name.
 func TestFlowWithoutABrand(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, _ := brandedPartner(t, ts, "Plain Church Software", domain.Brand{})
 	church := importChurch(t, c, "Grace Chapel")
@@ -245,6 +247,7 @@ func TestFlowWithoutABrand(t *testing.T) {
 // partner's next page, and never on its feed: it is an internal event. A
 // consent form shown before the change is refused.
 func TestBrandChangeShowsOnTheNextPage(t *testing.T) {
+	t.Parallel()
 	ts := startStack(t)
 	c, pid := brandedPartner(t, ts, "Acme Church Software", acmeBrand)
 	church := importChurch(t, c, "Grace Chapel")
@@ -312,6 +315,7 @@ func TestBrandChangeShowsOnTheNextPage(t *testing.T) {
 // source; its request carries no referrer, so the url's token never leaves
 // the page.
 func TestFlowLogoLoadsInBrowser(t *testing.T) {
+	t.Parallel()
 	var logo bytes.Buffer
 	img := image.NewRGBA(image.Rect(0, 0, 40, 40))
 	draw.Draw(img, img.Bounds(), &image.Uniform{C: color.RGBA{R: 200, A: 255}}, image.Point{}, draw.Src)

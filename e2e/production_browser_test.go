@@ -14,10 +14,11 @@ import (
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
+	"github.com/partnergiving/giving/vendors/truv/truvtest"
 )
 
 // withTruv points the production stack at a local Truv.
-func withTruv(f *truvfake.Server, clientID, secret string) stackOption {
+func withTruv(f *truvtest.Server, clientID, secret string) stackOption {
 	return func(c *stack.Config) {
 		c.Truv = stack.TruvConfig{ClientID: clientID, Secret: secret, BaseURL: f.URL, BridgeScriptURL: f.BridgeScriptURL()}
 	}
@@ -35,7 +36,7 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 	t.Parallel()
 	b := newBrowser(t)
 	tw := startTwilio(t, "424242")
-	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
+	truvAPI := truvtest.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
 	t.Cleanup(truvAPI.Close)
 	stripe, stripeEdge := startStripe(t)
 	bank := reserveIncrease(t)

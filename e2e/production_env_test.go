@@ -17,6 +17,7 @@ import (
 	"github.com/partnergiving/giving/vendors/increase/increasefake"
 	"github.com/partnergiving/giving/vendors/stripeidentity/stripefake"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
+	"github.com/partnergiving/giving/vendors/truv/truvtest"
 )
 
 // The production stack starts from deploy/systemd/giving.env.example as
@@ -54,7 +55,7 @@ func TestProductionStartsFromTheEnvExample(t *testing.T) {
 		http.Error(w, "no text messages in this test", http.StatusNotFound)
 	}))
 	t.Cleanup(twilio.Close)
-	truvAPI := truvfake.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
+	truvAPI := truvtest.NewServer(truvfake.Config{ClientID: "truv-client", Secret: "truv-secret"})
 	t.Cleanup(truvAPI.Close)
 	stripe := stripefake.Start(stripefake.Config{SecretKey: "sk_live_51EnvExample"})
 	t.Cleanup(stripe.Close)

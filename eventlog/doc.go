@@ -4,16 +4,16 @@
 // commit), runs commands (Execute: load, decide, append under optimistic
 // concurrency), reads (Read, Get, LastSeq) and follows (Follow for the
 // projector, SharedReader for the dispatcher's fan-out), and watches the
-// store's health. Operator requests to a running instance (Listen, Request,
-// Answer, Ask) ride the ledger's connection too: they store nothing, and
-// whoever can reach the ledger can reach them.
+// store's health.
 //
 // The other stored nouns live in sibling packages under it, each owning its
 // bucket or stream on the same JetStream: vault (donor phones and phone
 // keys), idempotency (Idempotency-Key records), delivery (webhook queue,
 // attempt log, recoveries), dashboard (sign-in links and sessions),
-// presence, seen (vendor events handled), keyuse (API keys' last use), and
-// probe (what the bench measures of NATS itself).
+// presence, seen (vendor events handled), keyuse (API keys' last use),
+// accountnumbers (the churches' bank account numbers), and probe (what the
+// bench measures of NATS itself). Beside them, control carries operator
+// requests to running instances on the ledger's connection, storing nothing.
 // They open their buckets through the small surface in siblings.go. Only
 // packages under eventlog import NATS (TestImportRules in internal/imports
 // checks it). A failure to reach NATS is reported as domain.ErrUnavailable,

@@ -3,13 +3,10 @@ package httpapi
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"html/template"
 	"net/http"
 	"strings"
 
-	"github.com/gorilla/mux"
-
-	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/app"
 )
 
 // The payroll widget's page, /flow/{token}/connect: the one flow page that
@@ -56,27 +53,17 @@ func connectCSP(origins []string) string {
 // while the session is at the payroll step; anyone else is sent to the
 // flow's page, which says where things stand.
 func (s *Server) flowConnect(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.flowSession(w, r)
-	if !ok {
-		return
-	}
-	token := mux.Vars(r)["token"]
-	secret, bound := boundSecret(r, sess)
-	if !bound || sess.Step(s.now()) != domain.StepPayroll {
-		http.Redirect(w, r, "/flow/"+token, http.StatusSeeOther)
-		return
-	}
-	church, err := s.app.ChurchName(sess)
-	if err != nil {
+	v := s.visit(r)
+	page, err := s.app.ShowPayrollWidget(r.Context(), v)
+	switch {
+	case err != nil:
 		s.flowFail(w, r, err)
-		return
+	case page.Kind == app.FlowBack:
+		http.Redirect(w, r, "/flow/"+v.Token, http.StatusSeeOther)
+	default:
+		if page.Kind == app.FlowWidget {
+			w.Header().Set("Content-Security-Policy", connectCSP(page.Widget.Origins))
+		}
+		s.renderFlow(w, r, s.flowPage(v, page, ""))
 	}
-	widget := s.app.PayrollWidget()
-	v := s.branded(sess, flowView{
-		Status: http.StatusOK, Page: "connect", Title: "Connect your payroll", Step: 4, Church: church,
-		Action: "/flow/" + token, CSRF: s.csrfToken(sess.ID, secret),
-		WidgetScript: widget.ScriptURL, WidgetOpener: template.JS(widgetOpener),
-	})
-	w.Header().Set("Content-Security-Policy", connectCSP(widget.Origins))
-	s.renderFlow(w, r, v)
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -88,8 +87,8 @@ type flowError struct {
 
 // flowMessage is the message the flow shows for a code named in the page's
 // address (domain.FlowMessage), or nil.
-func flowMessage(code string) *flowError {
-	p, ok := domain.FlowMessage(domain.Code(code))
+func flowMessage(code domain.Code) *flowError {
+	p, ok := domain.FlowMessage(code)
 	if !ok {
 		return nil
 	}
@@ -100,73 +99,73 @@ func flowNotFoundPage() flowView {
 	return flowView{Status: http.StatusNotFound, Page: "notfound", Title: "We can't find this page"}
 }
 
-func flowUsedPage() flowView {
-	return flowView{Status: http.StatusForbidden, Page: "used", Title: "This link was already used"}
+// flowPage is the view of a page the flow's use cases chose, with the
+// message flash names on a step's page.
+func (s *Server) flowPage(visit app.FlowVisit, p app.FlowPage, flash domain.Code) flowView {
+	sess := p.Session
+	v := flowView{Status: http.StatusOK, Church: p.Church, Brand: p.Brand}
+	switch p.Kind {
+	case app.FlowNotFound:
+		return flowNotFoundPage()
+	case app.FlowUsed:
+		v.Status, v.Page, v.Title = http.StatusForbidden, "used", "This link was already used"
+	case app.FlowUnavailable:
+		v.Status, v.Page, v.Title = http.StatusGone, "unavailable", "This link can no longer be used"
+	case app.FlowExpired:
+		v.Status, v.Page, v.Title = http.StatusGone, "expired", "This link has expired"
+		if sess.Purpose == domain.SessionPurposeUpdate {
+			v.Previous = sess.Previous.Words()
+		} else {
+			v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionExpired)
+		}
+	case app.FlowGiftCanceled:
+		v.Page, v.Title, v.Gift = "canceled", "Your giving was canceled", p.Gift.Words()
+	case app.FlowGiftEnded:
+		v.Page, v.Title, v.Gift, v.Reason = "ended", "Your giving has ended", p.Gift.Words(), endedBecause[p.EndReason]
+	case app.FlowWidget:
+		v.Page, v.Title, v.Step = "connect", "Connect your payroll", 4
+		v.Action, v.CSRF = "/flow/"+visit.Token, s.csrfToken(sess.ID, p.Secret)
+		v.WidgetScript, v.WidgetOpener = p.Widget.ScriptURL, template.JS(widgetOpener)
+	case app.FlowStep:
+		return s.stepView(visit, p, flash)
+	}
+	return v
 }
 
-func flowUnavailablePage() flowView {
-	return flowView{Status: http.StatusGone, Page: "unavailable", Title: "This link can no longer be used"}
-}
-
-// renderStep renders the page for the session's current step, with the
-// message flash names.
-func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowRequest, flash string) {
-	ctx := r.Context()
-	sess := f.sess
-	v := flowView{Status: http.StatusOK, Action: "/flow/" + f.token, CSRF: s.csrfToken(sess.ID, f.secret), Gift: sess.Giving.Words()}
+// stepView is the bound browser's page for the session's step.
+func (s *Server) stepView(visit app.FlowVisit, p app.FlowPage, flash domain.Code) flowView {
+	sess := p.Session
+	v := flowView{
+		Status: http.StatusOK, Action: "/flow/" + visit.Token, CSRF: s.csrfToken(sess.ID, p.Secret),
+		Church: p.Church, Brand: p.Brand, Gift: sess.Giving.Words(), Sandbox: p.Sandbox,
+		Error: flowMessage(flash),
+	}
 	reconsent := sess.Purpose == domain.SessionPurposeUpdate
 	if reconsent {
 		v.Previous, v.Labels = sess.Previous.Words(), reconsentSteps
 	}
-	church, err := s.app.ChurchName(sess)
-	if err != nil {
-		s.flowFail(w, r, err)
-		return
-	}
-	v.Church = church
-	if v.Brand, err = s.app.Brand(sess); err != nil {
-		s.flowFail(w, r, err)
-		return
-	}
-	v.Error = flowMessage(flash)
-	step := sess.Step(f.now)
-	if sess.Status == domain.SessionOpen {
-		// A donor who was forgotten cannot go on: their phone is gone.
-		if err := s.app.CheckDonor(ctx, sess); err != nil {
-			s.flowVaultFail(w, r, sess, err)
-			return
-		}
-	}
-	switch step {
+	switch p.Step {
 	case domain.StepVerifyPhone:
-		ending, err := s.app.PhoneEnding(ctx, sess)
-		if err != nil {
-			s.flowVaultFail(w, r, sess, err)
-			return
-		}
 		v.Page, v.Title, v.Step = "verify", "Confirm it's you", 1
-		v.Sandbox = s.app.Env() == domain.Sandbox
-		v.PhoneEnd = ending
+		v.PhoneEnd = p.PhoneEnding
 		v.CodeSent = sess.CodeSentAt != nil
 		v.TriesLeft = domain.MaxCodeAttempts - sess.CodeAttempts
-		if v.Error != nil && flash == string(domain.FlowCodeWrong.Code) {
+		if v.Error != nil && flash == domain.FlowCodeWrong.Code {
 			v.Error.Message += " You have " + plural(v.TriesLeft, "try", "tries") + " left."
 		}
-		if v.Error != nil && flash == string(domain.ErrResendTooSoon.Code) {
-			if wait := sess.ResendIn(f.now); wait > 0 {
+		if v.Error != nil && flash == domain.ErrResendTooSoon.Code {
+			if wait := sess.ResendIn(visit.Now); wait > 0 {
 				v.Error.Message = "Please wait " + plural(int((wait+time.Second-1)/time.Second), "second", "seconds") + " before asking for another code."
 			}
 		}
 	case domain.StepConsent:
 		v.Page, v.Title, v.Step = "consent", "Agree to give", 2
-		v.ConsentText, v.ConsentVersion = domain.ConsentText(v.Brand.ConsentTerms(church), sess.Giving), domain.ConsentVersion
-		v.ConsentDigest = domain.ConsentDigest(v.ConsentText)
+		v.ConsentText, v.ConsentVersion, v.ConsentDigest = p.ConsentText, domain.ConsentVersion, domain.ConsentDigest(p.ConsentText)
 	case domain.StepKYC:
-		s.identityStep(ctx, sess, &v)
+		identityView(p, &v)
 	case domain.StepPayroll:
-		v.Page, v.Title, v.Step = "payroll", "Connect your payroll", 4
-		v.Payroll, v.Sandbox = sess.Payroll(), s.app.Env() == domain.Sandbox
-		switch v.Payroll {
+		v.Page, v.Title, v.Step, v.Payroll = "payroll", "Connect your payroll", 4, p.Payroll
+		switch p.Payroll {
 		case domain.PayrollWaiting:
 			v.Title, v.Poll = "Waiting for your payroll provider", 5
 		case domain.PayrollRefused:
@@ -176,11 +175,12 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		// Its enrollment, or the new amount, was recorded right after the
 		// step that completed it; should that have failed, the sweeper
 		// records it (app.SweepSessions): a page writes nothing.
+		v.Page, v.Reference = "done", sess.EnrollmentID
 		if reconsent {
-			v.Page, v.Title, v.Reference = "done", "Your new amount is set", sess.EnrollmentID
+			v.Title = "Your new amount is set"
 			break
 		}
-		v.Page, v.Title, v.Reference = "done", "You're all set", sess.EnrollmentID
+		v.Title = "You're all set"
 		v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionCompleted)
 	case domain.StepDeclined:
 		v.Page, v.Title = "declined", "We couldn't verify your identity"
@@ -190,57 +190,14 @@ func (s *Server) renderStep(w http.ResponseWriter, r *http.Request, f *flowReque
 		if !reconsent {
 			v.ReturnURL = returnURL(sess.RedirectURL, sess.ID, domain.SessionOpen)
 		}
-	default:
-		s.flowExpired(w, r, sess)
-		return
 	}
-	s.renderFlow(w, r, v)
-}
-
-// flowEnrollmentClosed shows, instead of the session's page, that the gift
-// the session made or is for was canceled or has ended, and reports
-// whether it did. Nothing can be done there any more, so the page has no
-// form and is shown to any browser holding the link, bound or not: it
-// tells no more than the link's holder knows, that a gift to the church
-// ended.
-func (s *Server) flowEnrollmentClosed(w http.ResponseWriter, r *http.Request, sess domain.Session) bool {
-	e, ok, err := s.app.SessionEnrollment(sess)
-	if err != nil {
-		s.flowFail(w, r, err)
-		return true
-	}
-	if !ok || !e.Status.Final() {
-		return false
-	}
-	church, err := s.app.ChurchName(sess)
-	if err != nil {
-		s.flowFail(w, r, err)
-		return true
-	}
-	v := flowView{Status: http.StatusOK, Church: church, Gift: e.Giving.Words()}
-	if e.Status == domain.EnrollmentCanceled {
-		v.Page, v.Title = "canceled", "Your giving was canceled"
-	} else {
-		v.Page, v.Title, v.Reason = "ended", "Your giving has ended", endedBecause[e.EndReason]
-	}
-	s.renderFlow(w, r, s.branded(sess, v))
-	return true
+	return v
 }
 
 // endedBecause says why a gift ended, as the donor reads it.
 var endedBecause = map[string]string{
 	domain.EndLeftEmployer:   "Your payroll provider told us you no longer work for the employer that paid it.",
 	domain.EndSwitchReverted: "Your payroll provider told us the deduction was switched off.",
-}
-
-// flowVaultFail shows the "no longer available" page for a donor whose phone
-// was erased, and the trouble page for anything else.
-func (s *Server) flowVaultFail(w http.ResponseWriter, r *http.Request, sess domain.Session, err error) {
-	if errors.Is(err, app.ErrDonorForgotten) {
-		s.renderFlow(w, r, s.branded(sess, flowUnavailablePage()))
-		return
-	}
-	s.flowFail(w, r, err)
 }
 
 // flowStep is one entry of the progress list.
@@ -333,17 +290,6 @@ func (s *Server) renderFlow(w http.ResponseWriter, r *http.Request, v flowView) 
 // add a directive.
 func allowImagesFrom(csp, origin string) string {
 	return strings.Replace(csp, "img-src 'self'", "img-src 'self' "+origin, 1)
-}
-
-// branded fills in whom a page outside the session's steps names: its
-// church and its partner. Such a page has a message of its own, which it
-// shows without them when they cannot be read.
-func (s *Server) branded(sess domain.Session, v flowView) flowView {
-	if v.Church == "" {
-		v.Church, _ = s.app.ChurchName(sess)
-	}
-	v.Brand, _ = s.app.Brand(sess)
-	return v
 }
 
 // assets are the static files of the flow (flowui) and of the API

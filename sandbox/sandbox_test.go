@@ -33,14 +33,20 @@ func TestReceiverVerifiesAndDeduplicates(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	secret := []byte("whsec_test")
-	if code := post(domain.Sign(secret, time.Now(), body)); code != http.StatusUnauthorized {
+	// sign is the Service-Signature the service's signer puts on body at t.
+	sign := func(secret string, at time.Time) string {
+		h := http.Header{}
+		domain.NewWebhookSigner(secret).Headers("evt_1", 1, at, body, h.Add)
+		return h.Get(domain.WebhookSignatureHeader)
+	}
+	secret := "whsec_test"
+	if code := post(sign(secret, time.Now())); code != http.StatusUnauthorized {
 		t.Fatalf("before the secret is set: %d", code)
 	}
-	r.SetSecret(string(secret))
+	r.SetSecret(secret)
 	for _, sig := range []string{
-		domain.Sign([]byte("whsec_other"), time.Now(), body),
-		domain.Sign(secret, time.Now().Add(-10*time.Minute), body),
+		sign("whsec_other", time.Now()),
+		sign(secret, time.Now().Add(-10*time.Minute)),
 		"",
 	} {
 		if code := post(sig); code != http.StatusUnauthorized {
@@ -48,7 +54,7 @@ func TestReceiverVerifiesAndDeduplicates(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if code := post(domain.Sign(secret, time.Now(), body)); code != http.StatusOK {
+		if code := post(sign(secret, time.Now())); code != http.StatusOK {
 			t.Fatalf("a good delivery: %d", code)
 		}
 	}

@@ -72,10 +72,7 @@ func (s *Simulator) Deposit(ctx context.Context, d Deposit) (DepositResult, erro
 	if err != nil {
 		return DepositResult{}, fmt.Errorf("simulate bank: %w", err)
 	}
-	body, err := increase.MarshalEvent(increase.Event{
-		ID: eventID, CreatedAt: at, Category: increase.CategoryInboundACHTransferCreated,
-		AssociatedObjectType: "inbound_ach_transfer", AssociatedObjectID: transferID,
-	})
+	body, err := increase.MarshalEvent(increase.TransferCreated(eventID, transferID, at))
 	if err != nil {
 		return DepositResult{}, fmt.Errorf("simulate bank: %w", err)
 	}

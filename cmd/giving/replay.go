@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/internal/stack"
 	"github.com/partnergiving/giving/projections"
 )
@@ -64,7 +65,7 @@ func replayOffline(ctx context.Context, l *eventlog.Ledger, lf *ledgerFlags, std
 // replayOnline asks every running instance to rebuild and swap its file,
 // and follows their progress until each is done.
 func replayOnline(ctx context.Context, l *eventlog.Ledger, stdout, stderr io.Writer) error {
-	replies, err := l.Request(stack.ReplayTopic)
+	replies, err := control.New(l).Request(stack.ReplayTopic)
 	if err != nil {
 		return err
 	}

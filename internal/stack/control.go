@@ -10,18 +10,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/partnergiving/giving/app"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/projections"
 )
 
-// control answers operator requests that must run inside a serving instance
+// controller answers operator requests that must run inside a serving instance
 // because it holds the projection file. "replay": every instance listens,
 // so one request rebuilds every instance sharing the ledger, and each
 // streams its progress back to the requester. The donor-sessions question
 // (app.DonorSessionsTopic): one instance answers it from its projections.
-type control struct {
+type controller struct {
 	instance  string
-	ledger    *eventlog.Ledger
+	plane     *control.Plane
 	projector *projections.Projector
 	log       zerolog.Logger
 	// sessionsOfDonor answers app.DonorSessionsTopic.
@@ -59,14 +59,14 @@ type ReplayReport struct {
 	Error    string `json:"error,omitempty"`
 }
 
-func (c *control) listen() error {
+func (c *controller) listen() error {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	stop, err := c.ledger.Listen(ReplayTopic, c.replay)
+	stop, err := c.plane.Listen(ReplayTopic, c.replay)
 	if err != nil {
 		return err
 	}
 	c.stopListening = stop
-	if c.stopAnswering, err = c.ledger.Answer(app.DonorSessionsTopic, c.donorSessions); err != nil {
+	if c.stopAnswering, err = c.plane.Answer(app.DonorSessionsTopic, c.donorSessions); err != nil {
 		return err
 	}
 	return nil
@@ -74,7 +74,7 @@ func (c *control) listen() error {
 
 // stop takes no more requests, abandons a rebuild under way and waits
 // until it has let go of the files.
-func (c *control) stop() {
+func (c *controller) stop() {
 	for _, stop := range []func(){c.stopListening, c.stopAnswering} {
 		if stop != nil {
 			stop()
@@ -91,7 +91,7 @@ func (c *control) stop() {
 
 // start runs work off the connection's goroutine unless the instance is
 // stopping, and lets stop wait for it.
-func (c *control) start(work func()) {
+func (c *controller) start(work func()) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	if c.stopped {
@@ -106,7 +106,7 @@ func (c *control) start(work func()) {
 
 // donorSessions answers the donor-sessions question from this instance's
 // projections.
-func (c *control) donorSessions(donor []byte, answer func([]byte)) {
+func (c *controller) donorSessions(donor []byte, answer func([]byte)) {
 	c.start(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, answerWait)
 		defer cancel()
@@ -122,7 +122,7 @@ func (c *control) donorSessions(donor []byte, answer func([]byte)) {
 	})
 }
 
-func (c *control) replay(reply func([]byte)) {
+func (c *controller) replay(reply func([]byte)) {
 	c.taken.Add(1)
 	c.start(func() {
 		c.mu.Lock()

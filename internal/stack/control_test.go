@@ -14,6 +14,7 @@ import (
 
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi"
 )
@@ -45,7 +46,7 @@ func TestReplayDuringShutdownIsAbandoned(t *testing.T) {
 	// Hold the one-rebuild-at-a-time lock, as a rebuild under way would,
 	// so the request waits inside the instance.
 	st.control.mu.Lock()
-	replies, err := st.Ledger.Request(ReplayTopic)
+	replies, err := control.New(st.Ledger).Request(ReplayTopic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/partnergiving/giving/dispatcher"
 	"github.com/partnergiving/giving/domain"
 	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/eventlog/dashboard"
 	"github.com/partnergiving/giving/eventlog/delivery"
 	"github.com/partnergiving/giving/eventlog/idempotency"
@@ -101,7 +102,7 @@ type Stack struct {
 	// listener.
 	Metrics *telemetry.Metrics
 
-	control  *control
+	control  *controller
 	presence *presence.Presence
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -147,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := s.build(ctx, instance, vendors); err != nil {
 		return nil, err
 	}
-	s.control = &control{instance: instance, ledger: s.Ledger, projector: s.Projector, log: cfg.Log, sessionsOfDonor: s.App.SessionsOfDonor}
+	s.control = &controller{instance: instance, plane: control.New(s.Ledger), projector: s.Projector, log: cfg.Log, sessionsOfDonor: s.App.SessionsOfDonor}
 	s.Metrics.Watch(state{s})
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package increase
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,29 +195,22 @@ func checkTransfer(t InboundACHTransfer) error {
 	return nil
 }
 
-// BuildInboundACHTransfer is the object Increase serves for c once it
-// accepted it: what the sandbox's stand-in of Increase answers when the edge
-// fetches the transfer a simulated deposit announced. Fields c leaves empty
-// take the values Increase's own simulation would give: the originator of the
-// documented example, acceptance at receipt, settlement the same day.
-func BuildInboundACHTransfer(c Credit) (InboundACHTransfer, error) {
-	if err := checkCredit(c); err != nil {
-		return InboundACHTransfer{}, err
-	}
-	received := c.ReceivedAt.UTC()
-	accepted := c.AcceptedAt.UTC()
+// AcceptedTransfer is the Inbound ACH Transfer Increase serves for c once
+// it accepted it: Normalise read backwards. The sandbox's Increase and the
+// fake (increasefake) build the transfers they serve with it. Fields c
+// leaves empty take the values Increase's own simulation would give: the
+// originator of the documented example, acceptance at receipt, settlement
+// the same day. Currency is not written: Increase's ACH credits are USD.
+//
+// Nothing is checked: a stand-in of Increase serves what it was asked for,
+// so that Normalise, not the builder, refuses what a bank never sends.
+func AcceptedTransfer(c Credit) InboundACHTransfer {
+	received, accepted := c.ReceivedAt.UTC(), c.AcceptedAt.UTC()
 	if accepted.IsZero() {
 		accepted = received
 	}
-	txn := c.TransactionID
-	if txn == "" {
-		txn = "transaction_" + strings.TrimPrefix(c.TransferID, objectTypeInboundACHTransfer+"_")
-	}
-	effective := c.EffectiveDate
-	if effective == "" {
-		effective = received.Format(dateForm)
-	}
-	t := InboundACHTransfer{
+	txn := cmp.Or(c.TransactionID, "transaction_"+strings.TrimPrefix(c.TransferID, objectTypeInboundACHTransfer+"_"))
+	return InboundACHTransfer{
 		ID:                                c.TransferID,
 		Acceptance:                        &Acceptance{AcceptedAt: accepted, TransactionID: txn},
 		AccountID:                         c.AccountID,
@@ -225,75 +219,15 @@ func BuildInboundACHTransfer(c Credit) (InboundACHTransfer, error) {
 		AutomaticallyResolvesAt:           received.Add(time.Hour),
 		CreatedAt:                         received,
 		Direction:                         DirectionCredit,
-		EffectiveDate:                     effective,
-		OriginatorCompanyEntryDescription: orDefault(c.EntryDescription, "PAYROLL"),
-		OriginatorCompanyID:               orDefault(c.OriginatorCompanyID, "0987654321"),
-		OriginatorCompanyName:             orDefault(c.OriginatorName, "PAYROLL COMPANY"),
-		OriginatorRoutingNumber:           orDefault(c.OriginatorRoutingNumber, "101050001"),
+		EffectiveDate:                     cmp.Or(c.EffectiveDate, received.Format(dateForm)),
+		OriginatorCompanyEntryDescription: cmp.Or(c.EntryDescription, "PAYROLL"),
+		OriginatorCompanyID:               cmp.Or(c.OriginatorCompanyID, "0987654321"),
+		OriginatorCompanyName:             cmp.Or(c.OriginatorName, "PAYROLL COMPANY"),
+		OriginatorRoutingNumber:           cmp.Or(c.OriginatorRoutingNumber, "101050001"),
 		Settlement:                        Settlement{SettledAt: received, SettlementSchedule: "same_day"},
 		StandardEntryClassCode:            "prearranged_payments_and_deposit",
 		Status:                            StatusAccepted,
 		TraceNumber:                       c.Trace,
 		Type:                              objectTypeInboundACHTransfer,
 	}
-	return t, nil
-}
-
-// BuildCreditEvent is the webhook body Increase sends when the transfer for c
-// arrives: an inbound_ach_transfer.created Event pointing at c.TransferID.
-// Increase's simulation API accepts a transfer at once when no resolve_at is
-// given, so the transfer the receiver then fetches is already accepted.
-func BuildCreditEvent(c Credit) ([]byte, error) {
-	if err := checkCredit(c); err != nil {
-		return nil, err
-	}
-	if !idForm.MatchString(c.EventID) {
-		return nil, fmt.Errorf("%w: event id %q", ErrMalformedEvent, c.EventID)
-	}
-	return MarshalEvent(Event{
-		ID:                   c.EventID,
-		CreatedAt:            c.ReceivedAt,
-		Category:             CategoryInboundACHTransferCreated,
-		AssociatedObjectType: objectTypeInboundACHTransfer,
-		AssociatedObjectID:   c.TransferID,
-	})
-}
-
-// checkCredit refuses to build what Normalise would refuse to read.
-func checkCredit(c Credit) error {
-	var bad []string
-	if !idForm.MatchString(c.TransferID) {
-		bad = append(bad, "transfer id")
-	}
-	if !traceForm.MatchString(c.Trace) {
-		bad = append(bad, "trace")
-	}
-	if c.AmountCents <= 0 {
-		bad = append(bad, "amount")
-	}
-	if c.Currency != "" && c.Currency != USD {
-		return fmt.Errorf("%w: %q", ErrCurrency, c.Currency)
-	}
-	if !idForm.MatchString(c.AccountNumberID) || !idForm.MatchString(c.AccountID) {
-		bad = append(bad, "account")
-	}
-	if c.EffectiveDate != "" {
-		if _, err := time.Parse(dateForm, c.EffectiveDate); err != nil {
-			bad = append(bad, "effective date")
-		}
-	}
-	if c.ReceivedAt.IsZero() {
-		bad = append(bad, "received at")
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%w: credit to build has a bad %s", ErrInvalidCredit, strings.Join(bad, ", "))
-	}
-	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

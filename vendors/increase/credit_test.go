@@ -193,11 +193,7 @@ func TestBuildThenNormalise(t *testing.T) {
 		AccountNumberID: "account_number_church0001",
 		ReceivedAt:      time.Date(2026, 11, 28, 22, 0, 0, 0, time.UTC),
 	}
-	tr, err := increase.BuildInboundACHTransfer(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wire, err := json.Marshal(tr)
+	wire, err := json.Marshal(increase.AcceptedTransfer(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +201,7 @@ func TestBuildThenNormalise(t *testing.T) {
 	if err := json.Unmarshal(wire, &read); err != nil {
 		t.Fatal(err)
 	}
-	body, err := increase.BuildCreditEvent(in)
+	body, err := increase.MarshalEvent(increase.TransferCreated(in.EventID, in.TransferID, in.ReceivedAt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,41 +220,5 @@ func TestBuildThenNormalise(t *testing.T) {
 		got.AccountNumberID != in.AccountNumberID || got.EventID != in.EventID || got.TransferID != in.TransferID ||
 		got.EffectiveDate != "2026-11-28" || !got.ReceivedAt.Equal(in.ReceivedAt) || got.TransactionID == "" {
 		t.Fatalf("round trip = %+v", got)
-	}
-}
-
-func TestBuildRefusesWhatCannotBeRead(t *testing.T) {
-	good := increase.Credit{
-		EventID: "event_1", TransferID: "inbound_ach_transfer_1", Trace: "091000019999999", AmountCents: 1,
-		AccountID: "account_1", AccountNumberID: "account_number_1", ReceivedAt: time.Now(),
-	}
-	tests := map[string]func(c *increase.Credit){
-		"zero amount":     func(c *increase.Credit) { c.AmountCents = 0 },
-		"negative amount": func(c *increase.Credit) { c.AmountCents = -5 },
-		"euros":           func(c *increase.Credit) { c.Currency = "EUR" },
-		"no trace":        func(c *increase.Credit) { c.Trace = "" },
-		"no account":      func(c *increase.Credit) { c.AccountNumberID = "" },
-		"no time":         func(c *increase.Credit) { c.ReceivedAt = time.Time{} },
-		"bad date":        func(c *increase.Credit) { c.EffectiveDate = "28/11/2026" },
-	}
-	for name, mutate := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := good
-			mutate(&c)
-			if _, err := increase.BuildInboundACHTransfer(c); !errors.Is(err, increase.ErrInvalidCredit) {
-				t.Fatalf("BuildInboundACHTransfer = %v, want ErrInvalidCredit", err)
-			}
-			if _, err := increase.BuildCreditEvent(c); !errors.Is(err, increase.ErrInvalidCredit) {
-				t.Fatalf("BuildCreditEvent = %v, want ErrInvalidCredit", err)
-			}
-		})
-	}
-	if _, err := increase.BuildInboundACHTransfer(good); err != nil {
-		t.Fatalf("the good credit is refused, so the cases above prove nothing: %v", err)
-	}
-	c := good
-	c.EventID = "evt/1"
-	if _, err := increase.BuildCreditEvent(c); !errors.Is(err, increase.ErrMalformedEvent) {
-		t.Fatalf("BuildCreditEvent with a bad event id = %v", err)
 	}
 }

@@ -90,9 +90,11 @@
 // deposit's transfer is sealed into its id, the simulator signs and sends the
 // Event naming it with Sign, and the edge "fetches" the transfer from the
 // sandbox's Increase (a Transfers) exactly where production fetches it from
-// Increase's API. BuildInboundACHTransfer and BuildCreditEvent describe what
-// Increase would hold and send for a Credit; the fake (increasefake) serves
-// them.
+// Increase's API. AcceptedTransfer (Normalise read backwards) and
+// TransferCreated describe what Increase would hold and send for a credit:
+// the sandbox's Increase, the simulator and the fake (increasefake) all
+// serve and send what they describe, so none keeps its own copy of those
+// shapes.
 //
 // # Documentation followed
 //

@@ -70,6 +70,22 @@ func ParseEvent(body []byte) (Event, error) {
 	return e, nil
 }
 
+// TransferCreated is the Event Increase sends when the Inbound ACH Transfer
+// transferID arrives at t. The sandbox's simulated deposits and the fake's
+// (increasefake) announce their transfers with it: as in Increase's
+// simulation without a resolve_at, the transfer is accepted at once, so the
+// receiver fetches it accepted.
+func TransferCreated(eventID, transferID string, t time.Time) Event {
+	return Event{
+		ID:                   eventID,
+		CreatedAt:            t,
+		Category:             CategoryInboundACHTransferCreated,
+		AssociatedObjectType: objectTypeInboundACHTransfer,
+		AssociatedObjectID:   transferID,
+		Type:                 "event",
+	}
+}
+
 // MarshalEvent is the webhook body Increase sends for e.
 func MarshalEvent(e Event) ([]byte, error) {
 	e.Type = "event"

@@ -280,12 +280,8 @@ func TestSandboxSimulatorPath(t *testing.T) {
 		AmountCents: 1999, AccountID: "account_church0001", AccountNumberID: "account_number_church0001",
 		ReceivedAt: time.Now().UTC().Truncate(time.Second),
 	}
-	tr, err := increase.BuildInboundACHTransfer(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.fake.PutInboundACHTransfer(tr)
-	body, err := increase.BuildCreditEvent(c)
+	s.fake.PutInboundACHTransfer(increase.AcceptedTransfer(c))
+	body, err := increase.MarshalEvent(increase.TransferCreated(c.EventID, c.TransferID, c.ReceivedAt))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
+	"github.com/partnergiving/giving/vendors/truv/truvtest"
 )
 
 const (
@@ -20,15 +21,15 @@ const (
 )
 
 // startFake serves a fake Truv for one test.
-func startFake(t *testing.T) *truvfake.Server {
+func startFake(t *testing.T) *truvtest.Server {
 	t.Helper()
-	s := truvfake.NewServer(truvfake.Config{ClientID: testClientID, Secret: testSecret})
+	s := truvtest.NewServer(truvfake.Config{ClientID: testClientID, Secret: testSecret})
 	t.Cleanup(s.Close)
 	return s
 }
 
 // newClient returns a client pointed at the fake.
-func newClient(t *testing.T, fake *truvfake.Server, mod func(*truv.Config)) *truv.Client {
+func newClient(t *testing.T, fake *truvtest.Server, mod func(*truv.Config)) *truv.Client {
 	t.Helper()
 	cfg := truv.Config{BaseURL: fake.URL, ClientID: testClientID, Secret: testSecret, ClientName: "Grace Giving"}
 	if mod != nil {
@@ -225,7 +226,7 @@ func TestStartSwitchRefusesBadInputWithoutCallingTruv(t *testing.T) {
 func TestErrorsTellRefusalFromUnavailability(t *testing.T) {
 	cases := []struct {
 		name        string
-		setup       func(*truvfake.Server, *truv.Config)
+		setup       func(*truvtest.Server, *truv.Config)
 		call        func(*truv.Client) error
 		refused     bool
 		status      int
@@ -236,7 +237,7 @@ func TestErrorsTellRefusalFromUnavailability(t *testing.T) {
 	}{
 		{
 			name:    "wrong secret",
-			setup:   func(_ *truvfake.Server, c *truv.Config) { c.Secret = "sandbox-wrong" },
+			setup:   func(_ *truvtest.Server, c *truv.Config) { c.Secret = "sandbox-wrong" },
 			call:    startSwitch,
 			refused: true, status: 403, code: "fake_forbidden",
 		},
@@ -278,20 +279,20 @@ func TestErrorsTellRefusalFromUnavailability(t *testing.T) {
 		},
 		{
 			name:   "server error",
-			setup:  func(f *truvfake.Server, _ *truv.Config) { f.FailNext(1, http.StatusBadGateway) },
+			setup:  func(f *truvtest.Server, _ *truv.Config) { f.FailNext(1, http.StatusBadGateway) },
 			call:   startSwitch,
 			status: 502,
 		},
 		{
 			name:       "rate limited",
-			setup:      func(f *truvfake.Server, _ *truv.Config) { f.FailNext(1, http.StatusTooManyRequests) },
+			setup:      func(f *truvtest.Server, _ *truv.Config) { f.FailNext(1, http.StatusTooManyRequests) },
 			call:       startSwitch,
 			status:     429,
 			retryAfter: time.Second,
 		},
 		{
 			name: "too slow",
-			setup: func(f *truvfake.Server, c *truv.Config) {
+			setup: func(f *truvtest.Server, c *truv.Config) {
 				f.SetDelay(time.Second)
 				c.Timeout = 50 * time.Millisecond
 			},
@@ -300,7 +301,7 @@ func TestErrorsTellRefusalFromUnavailability(t *testing.T) {
 		},
 		{
 			name:        "nothing listening",
-			setup:       func(_ *truvfake.Server, c *truv.Config) { c.BaseURL = "http://127.0.0.1:1" },
+			setup:       func(_ *truvtest.Server, c *truv.Config) { c.BaseURL = "http://127.0.0.1:1" },
 			call:        startSwitch,
 			transportOK: true,
 		},

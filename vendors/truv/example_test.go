@@ -11,13 +11,14 @@ import (
 
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
+	"github.com/partnergiving/giving/vendors/truv/truvtest"
 )
 
 // The service's side of a switch: open it for a donor, then hand the
 // bridge token to the payroll page, which loads truv.BridgeScriptURL and
 // calls TruvBridge.init({bridgeToken: ...}).
 func ExampleClient_StartSwitch() {
-	fake := truvfake.NewServer(truvfake.Config{ClientID: "client", Secret: "sandbox-secret"})
+	fake := truvtest.NewServer(truvfake.Config{ClientID: "client", Secret: "sandbox-secret"})
 	defer fake.Close()
 	c, err := truv.New(truv.Config{BaseURL: fake.URL, ClientID: "client", Secret: "sandbox-secret", ClientName: "Grace Chapel"})
 	if err != nil {

@@ -24,6 +24,7 @@ package increasefake
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -158,7 +159,7 @@ func (f *Fake) AccountNumbers() []increase.AccountNumber {
 }
 
 // PutInboundACHTransfer stores a transfer the fake then serves, e.g. one
-// built by increase.BuildInboundACHTransfer for a simulated deposit.
+// increase.AcceptedTransfer builds for a simulated deposit.
 func (f *Fake) PutInboundACHTransfer(t increase.InboundACHTransfer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -348,59 +349,52 @@ func (f *Fake) simulate(body []byte) (int, []byte) {
 	if !known {
 		return notFound(p.AccountNumberID)
 	}
-	accountID := number.AccountID
 	now := f.opts.Now().UTC().Truncate(time.Second)
 	amount, direction := *p.Amount, increase.DirectionCredit
 	if amount < 0 {
 		amount, direction = -amount, increase.DirectionDebit
 	}
-	suffix := randomID()
-	t := increase.InboundACHTransfer{
-		ID:                                 "inbound_ach_transfer_" + suffix,
-		Acceptance:                         &increase.Acceptance{AcceptedAt: now, TransactionID: "transaction_" + suffix},
-		AccountID:                          accountID,
-		AccountNumberID:                    p.AccountNumberID,
-		Amount:                             json.Number(fmt.Sprint(amount)),
-		AutomaticallyResolvesAt:            now,
-		CreatedAt:                          now,
-		Direction:                          direction,
-		EffectiveDate:                      now.Format(time.DateOnly),
-		OriginatorCompanyDescriptiveDate:   p.CompanyDescriptiveDate,
-		OriginatorCompanyDiscretionaryData: p.CompanyDiscretionaryData,
-		OriginatorCompanyEntryDescription:  p.CompanyEntryDescription,
-		OriginatorCompanyID:                p.CompanyID,
-		OriginatorCompanyName:              p.CompanyName,
-		OriginatorRoutingNumber:            "101050001",
-		ReceiverIDNumber:                   p.ReceiverIDNumber,
-		ReceiverName:                       p.ReceiverName,
-		Settlement:                         increase.Settlement{SettledAt: now, SettlementSchedule: "same_day"},
-		StandardEntryClassCode:             orDefault(p.StandardEntryClassCode, "corporate_credit_or_debit"),
-		Status:                             increase.StatusAccepted,
-		TraceNumber:                        randomTrace(),
-		Type:                               "inbound_ach_transfer",
-	}
-	f.PutInboundACHTransfer(t)
-	f.Emit(increase.Event{
-		ID:                   "event_" + randomID(),
-		CreatedAt:            now,
-		Category:             increase.CategoryInboundACHTransferCreated,
-		AssociatedObjectType: "inbound_ach_transfer",
-		AssociatedObjectID:   t.ID,
+	t := increase.AcceptedTransfer(increase.Credit{
+		TransferID:          "inbound_ach_transfer_" + randomID(),
+		Trace:               randomTrace(),
+		AmountCents:         amount,
+		AccountID:           number.AccountID,
+		AccountNumberID:     p.AccountNumberID,
+		OriginatorName:      p.CompanyName,
+		OriginatorCompanyID: p.CompanyID,
+		EntryDescription:    p.CompanyEntryDescription,
+		ReceivedAt:          now,
 	})
+	// What the simulation's parameters say beyond a credit's terms.
+	t.Direction = direction
+	t.StandardEntryClassCode = cmp.Or(p.StandardEntryClassCode, "corporate_credit_or_debit")
+	t.OriginatorCompanyDescriptiveDate = p.CompanyDescriptiveDate
+	t.OriginatorCompanyDiscretionaryData = p.CompanyDiscretionaryData
+	t.ReceiverIDNumber, t.ReceiverName = p.ReceiverIDNumber, p.ReceiverName
+	f.PutInboundACHTransfer(t)
+	f.Emit(increase.TransferCreated("event_"+randomID(), t.ID, now))
 	return ok200(t)
 }
 
 // Credit makes c arrive as Increase would announce it: the accepted transfer
-// increase.BuildInboundACHTransfer describes is stored, and the Event
-// increase.BuildCreditEvent describes is emitted. A test picks the trace,
-// amount and account number this way, where the simulation endpoint makes
-// its own trace.
+// increase.AcceptedTransfer describes is stored, and the
+// inbound_ach_transfer.created Event naming it is emitted. A test picks the
+// trace, amount and account number this way, where the simulation endpoint
+// makes its own trace.
+//
+// What the service could not read back is refused, as the production
+// readers decide: an increase.ErrInvalidCredit when Normalise refuses the
+// transfer (or c names a currency other than USD, which the transfer cannot
+// carry), an increase.ErrMalformedEvent when ParseEvent refuses the Event.
 func (f *Fake) Credit(c increase.Credit) error {
-	t, err := increase.BuildInboundACHTransfer(c)
-	if err != nil {
+	if c.Currency != "" && c.Currency != increase.USD {
+		return fmt.Errorf("%w: %q", increase.ErrCurrency, c.Currency)
+	}
+	t := increase.AcceptedTransfer(c)
+	if _, err := increase.Normalise(c.EventID, t); err != nil {
 		return err
 	}
-	body, err := increase.BuildCreditEvent(c)
+	body, err := increase.MarshalEvent(increase.TransferCreated(c.EventID, t.ID, t.CreatedAt))
 	if err != nil {
 		return err
 	}
@@ -465,13 +459,6 @@ func apiError(status int, typ, reason, title, detail string) (int, []byte) {
 func nullable(s string) any {
 	if s == "" {
 		return nil
-	}
-	return s
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package increasefake_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,11 +87,40 @@ func TestCreditIsStoredAndAnnounced(t *testing.T) {
 	}
 }
 
-func TestCreditRefusesWhatIncreaseWouldNotHold(t *testing.T) {
+// A credit the service could not read back never arrives: Credit refuses
+// it with the production readers' reasons.
+func TestCreditRefusesWhatCannotBeRead(t *testing.T) {
+	good := increase.Credit{
+		EventID: "event_1", TransferID: "inbound_ach_transfer_1", Trace: "091000019999999", AmountCents: 1,
+		AccountID: "account_1", AccountNumberID: "account_number_1", ReceivedAt: time.Now(),
+	}
+	tests := map[string]func(c *increase.Credit){
+		"zero amount":     func(c *increase.Credit) { c.AmountCents = 0 },
+		"negative amount": func(c *increase.Credit) { c.AmountCents = -5 },
+		"euros":           func(c *increase.Credit) { c.Currency = "EUR" },
+		"no trace":        func(c *increase.Credit) { c.Trace = "" },
+		"no account":      func(c *increase.Credit) { c.AccountNumberID = "" },
+		"no time":         func(c *increase.Credit) { c.ReceivedAt = time.Time{} },
+		"bad date":        func(c *increase.Credit) { c.EffectiveDate = "28/11/2026" },
+		"bad transfer id": func(c *increase.Credit) { c.TransferID = "inbound/ach" },
+	}
 	f := increasefake.New(increasefake.Options{APIKey: "k"})
-	err := f.Credit(increase.Credit{EventID: "event_e1", TransferID: "inbound_ach_transfer_t1", Trace: "1", AmountCents: 1})
-	if err == nil {
-		t.Fatal("a credit with a one-digit trace and no account was accepted")
+	for name, mutate := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := good
+			mutate(&c)
+			if err := f.Credit(c); !errors.Is(err, increase.ErrInvalidCredit) {
+				t.Fatalf("Credit = %v, want ErrInvalidCredit", err)
+			}
+		})
+	}
+	c := good
+	c.EventID = "evt/1"
+	if err := f.Credit(c); !errors.Is(err, increase.ErrMalformedEvent) {
+		t.Fatalf("Credit with a bad event id = %v, want ErrMalformedEvent", err)
+	}
+	if err := f.Credit(good); err != nil {
+		t.Fatalf("the good credit is refused, so the cases above prove nothing: %v", err)
 	}
 }
 

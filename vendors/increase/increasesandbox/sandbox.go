@@ -125,27 +125,19 @@ func (b *Sandbox) InboundACHTransfer(_ context.Context, id string) (increase.Inb
 	if err != nil {
 		return increase.InboundACHTransfer{}, err
 	}
-	at := d.At
-	t := increase.InboundACHTransfer{
-		ID:                                id,
-		Acceptance:                        &increase.Acceptance{AcceptedAt: at, TransactionID: "transaction_sandbox_" + b.digest("transaction", id)},
-		AccountID:                         AccountID,
-		AccountNumberID:                   b.AccountNumberID(d.ChurchID, d.AccountRef),
-		Amount:                            json.Number(d.Amount),
-		AutomaticallyResolvesAt:           at.Add(time.Hour),
-		CreatedAt:                         at,
-		Direction:                         increase.DirectionCredit,
-		EffectiveDate:                     at.Format(time.DateOnly),
-		OriginatorCompanyEntryDescription: "PAYROLL",
-		OriginatorCompanyID:               "0987654321",
-		OriginatorCompanyName:             "SANDBOX PAYROLL",
-		OriginatorRoutingNumber:           RoutingNumber,
-		Settlement:                        increase.Settlement{SettledAt: at, SettlementSchedule: "same_day"},
-		StandardEntryClassCode:            "prearranged_payments_and_deposit",
-		Status:                            increase.StatusAccepted,
-		TraceNumber:                       d.Trace,
-		Type:                              "inbound_ach_transfer",
-	}
+	t := increase.AcceptedTransfer(increase.Credit{
+		TransferID:              id,
+		TransactionID:           "transaction_sandbox_" + b.digest("transaction", id),
+		Trace:                   d.Trace,
+		AccountID:               AccountID,
+		AccountNumberID:         b.AccountNumberID(d.ChurchID, d.AccountRef),
+		OriginatorRoutingNumber: RoutingNumber,
+		OriginatorName:          "SANDBOX PAYROLL",
+		ReceivedAt:              d.At,
+	})
+	// The amount is the partner's, as asked: the edge's checks, not the
+	// sandbox, refuse what a bank never sends.
+	t.Amount = json.Number(d.Amount)
 	return t, nil
 }
 

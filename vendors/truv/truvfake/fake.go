@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,26 +125,6 @@ func New(cfg Config) *Fake {
 		tokens:     make(map[string]Token),
 	}
 }
-
-// Server is a Fake served on a loopback port.
-type Server struct {
-	*Fake
-	URL string // base URL: the client's Config.BaseURL
-	srv *httptest.Server
-}
-
-// NewServer starts a Fake on a random loopback port. Close stops it.
-func NewServer(cfg Config) *Server {
-	f := New(cfg)
-	srv := httptest.NewServer(f)
-	return &Server{Fake: f, URL: srv.URL, srv: srv}
-}
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
-
-// BridgeScriptURL is the stand-in of truv.BridgeScriptURL.
-func (s *Server) BridgeScriptURL() string { return s.URL + "/bridge.js" }
 
 // SetWebhookURL points the fake's webhooks at the service's edge.
 func (f *Fake) SetWebhookURL(u string) {

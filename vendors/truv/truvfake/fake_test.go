@@ -15,6 +15,7 @@ import (
 
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
+	"github.com/partnergiving/giving/vendors/truv/truvtest"
 )
 
 const (
@@ -63,9 +64,9 @@ func (e *edge) accepted() ([]truv.Event, []truv.Event) {
 
 // setup starts the fake, an edge, and opens one switch through the real
 // client, as the service will.
-func setup(t *testing.T) (*truvfake.Server, *edge, truv.Switch) {
+func setup(t *testing.T) (*truvtest.Server, *edge, truv.Switch) {
 	t.Helper()
-	fake := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: secret})
+	fake := truvtest.NewServer(truvfake.Config{ClientID: clientID, Secret: secret})
 	t.Cleanup(fake.Close)
 	e := &edge{}
 	srv := httptest.NewServer(e)
@@ -246,7 +247,7 @@ func TestSendReportsTheEdgeAnswer(t *testing.T) {
 // TestAPIChecks sends the fake what a careless client might, to show the
 // fake refuses it as Truv documents.
 func TestAPIChecks(t *testing.T) {
-	fake := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: secret})
+	fake := truvtest.NewServer(truvfake.Config{ClientID: clientID, Secret: secret})
 	defer fake.Close()
 	userID := createUser(t, fake)
 	account := `"account_number":"1600200","account_type":"checking","routing_number":"123456789","bank_name":"Truv Bank"`
@@ -280,7 +281,7 @@ func TestAPIChecks(t *testing.T) {
 	}
 }
 
-func createUser(t *testing.T, fake *truvfake.Server) string {
+func createUser(t *testing.T, fake *truvtest.Server) string {
 	t.Helper()
 	c, err := truv.New(truv.Config{BaseURL: fake.URL, ClientID: clientID, Secret: secret})
 	if err != nil {
@@ -318,12 +319,12 @@ func TestTokensOpenOnAnyInstance(t *testing.T) {
 	_, _, sw := setup(t)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	other := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: secret, Now: clock})
+	other := truvtest.NewServer(truvfake.Config{ClientID: clientID, Secret: secret, Now: clock})
 	defer other.Close()
 	if status, page := get(t, other.URL+"/bridge/"+sw.BridgeToken); status != http.StatusOK || !strings.Contains(page, "12.5% of each paycheck") {
 		t.Fatalf("another instance answered %d", status)
 	}
-	stranger := truvfake.NewServer(truvfake.Config{ClientID: clientID, Secret: "sandbox-other"})
+	stranger := truvtest.NewServer(truvfake.Config{ClientID: clientID, Secret: "sandbox-other"})
 	defer stranger.Close()
 	if status, _ := get(t, stranger.URL+"/bridge/"+sw.BridgeToken); status != http.StatusNotFound {
 		t.Errorf("an account with another secret answered %d, want 404", status)

@@ -1,4 +1,12 @@
-package eventlog
+// Package control is the control plane: an operator's request on a topic
+// reaches every instance sharing the ledger at once (core NATS, nothing
+// stored), and each instance streams its own replies back to the
+// requester. "replay" uses it to rebuild every instance's projection file.
+// A question (Answer, Ask) goes to one instance instead, whichever the
+// server picks, and has one answer: what any instance's projections can
+// tell ("donor_sessions"). It rides the ledger's connection: whoever can
+// reach the ledger can reach it.
+package control
 
 import (
 	"context"
@@ -6,38 +14,42 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/partnergiving/giving/eventlog"
 )
 
-// The control plane: an operator's request on a topic reaches every instance
-// sharing the ledger at once (core NATS, nothing stored), and each instance
-// streams its own replies back to the requester. "replay" uses it to rebuild
-// every instance's projection file. A question (Answer, Ask) goes to one
-// instance instead, whichever the server picks, and has one answer: what
-// any instance's projections can tell ("donor_sessions").
-
-func (l *Ledger) controlSubject(topic string) string {
-	return "giving.control." + string(l.cfg.Env) + "." + topic
+// Plane is the control plane of one environment's ledger.
+type Plane struct {
+	nc     *nats.Conn
+	prefix string
 }
+
+// New returns the control plane of l's environment, on l's connection.
+func New(l *eventlog.Ledger) *Plane {
+	return &Plane{nc: l.Conn(), prefix: "giving.control." + string(l.Env()) + "."}
+}
+
+func (p *Plane) subject(topic string) string { return p.prefix + topic }
 
 // Listen answers requests on topic until stop is called. handle runs once
 // per request, on the connection's goroutine, and gets the function that
 // sends a reply to the requester; it should hand long work off.
-func (l *Ledger) Listen(topic string, handle func(reply func([]byte))) (stop func(), err error) {
-	return l.serve(topic, "", func(_ []byte, reply func([]byte)) { handle(reply) })
+func (p *Plane) Listen(topic string, handle func(reply func([]byte))) (stop func(), err error) {
+	return p.serve(topic, "", func(_ []byte, reply func([]byte)) { handle(reply) })
 }
 
 // serve runs handle for each request on topic that asks for a reply, in
 // the queue group queue (none: every subscriber gets each request), until
 // stop is called.
-func (l *Ledger) serve(topic, queue string, handle func(data []byte, reply func([]byte))) (stop func(), err error) {
-	sub, err := l.nc.QueueSubscribe(l.controlSubject(topic), queue, func(msg *nats.Msg) {
+func (p *Plane) serve(topic, queue string, handle func(data []byte, reply func([]byte))) (stop func(), err error) {
+	sub, err := p.nc.QueueSubscribe(p.subject(topic), queue, func(msg *nats.Msg) {
 		if msg.Reply == "" {
 			return
 		}
-		handle(msg.Data, func(data []byte) { _ = l.nc.Publish(msg.Reply, data) })
+		handle(msg.Data, func(data []byte) { _ = p.nc.Publish(msg.Reply, data) })
 	})
 	if err != nil {
-		return nil, NATSErr("control "+topic, err)
+		return nil, eventlog.NATSErr("control "+topic, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
@@ -53,16 +65,16 @@ type Replies struct {
 }
 
 // Request sends a request on topic to every listening instance.
-func (l *Ledger) Request(topic string) (*Replies, error) {
-	inbox := l.nc.NewRespInbox()
+func (p *Plane) Request(topic string) (*Replies, error) {
+	inbox := p.nc.NewRespInbox()
 	msgs := make(chan *nats.Msg, 1024)
-	sub, err := l.nc.ChanSubscribe(inbox, msgs)
+	sub, err := p.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
-		return nil, NATSErr("control request "+topic, err)
+		return nil, eventlog.NATSErr("control request "+topic, err)
 	}
-	if err := l.nc.PublishRequest(l.controlSubject(topic), inbox, nil); err != nil {
+	if err := p.nc.PublishRequest(p.subject(topic), inbox, nil); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, NATSErr("control request "+topic, err)
+		return nil, eventlog.NATSErr("control request "+topic, err)
 	}
 	return &Replies{sub: sub, msgs: msgs}, nil
 }
@@ -90,8 +102,8 @@ const answerers = "answerers"
 // do, until stop is called. handle runs once per question, on the
 // connection's goroutine, with the question's data and the function that
 // sends the answer; it should hand long work off.
-func (l *Ledger) Answer(topic string, handle func(data []byte, answer func([]byte))) (stop func(), err error) {
-	return l.serve(topic, answerers, handle)
+func (p *Plane) Answer(topic string, handle func(data []byte, answer func([]byte))) (stop func(), err error) {
+	return p.serve(topic, answerers, handle)
 }
 
 // ErrNoAnswerer means no instance answers questions on the topic: none is
@@ -100,13 +112,13 @@ var ErrNoAnswerer = errors.New("no instance answers")
 
 // Ask puts a question on topic to one answering instance and waits, within
 // ctx, for its answer; ErrNoAnswerer at once when none answers the topic.
-func (l *Ledger) Ask(ctx context.Context, topic string, data []byte) ([]byte, error) {
-	msg, err := l.nc.RequestWithContext(ctx, l.controlSubject(topic), data)
+func (p *Plane) Ask(ctx context.Context, topic string, data []byte) ([]byte, error) {
+	msg, err := p.nc.RequestWithContext(ctx, p.subject(topic), data)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, ErrNoAnswerer
 	}
 	if err != nil {
-		return nil, NATSErr("control ask "+topic, err)
+		return nil, eventlog.NATSErr("control ask "+topic, err)
 	}
 	return msg.Data, nil
 }

@@ -1,4 +1,4 @@
-package eventlog_test
+package control_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/partnergiving/giving/domain"
-	"github.com/partnergiving/giving/eventlog"
+	"github.com/partnergiving/giving/eventlog/control"
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 )
 
@@ -19,10 +19,10 @@ import (
 func TestAQuestionHasOneAnswerer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l := eventlogtest.Open(t, domain.Sandbox)
+	l := control.New(eventlogtest.Open(t, domain.Sandbox))
 
 	start := time.Now()
-	if _, err := l.Ask(ctx, "question", []byte("anyone?")); !errors.Is(err, eventlog.ErrNoAnswerer) {
+	if _, err := l.Ask(ctx, "question", []byte("anyone?")); !errors.Is(err, control.ErrNoAnswerer) {
 		t.Fatalf("asking with no answerer: %v, want ErrNoAnswerer", err)
 	}
 	if waited := time.Since(start); waited > 5*time.Second {
@@ -55,7 +55,7 @@ func TestAQuestionHasOneAnswerer(t *testing.T) {
 		t.Errorf("%d questions reached the answerers %d + %d times, want once each", questions, calls[0].Load(), calls[1].Load())
 	}
 	// Another topic has no answerer.
-	if _, err := l.Ask(ctx, "other", nil); !errors.Is(err, eventlog.ErrNoAnswerer) {
+	if _, err := l.Ask(ctx, "other", nil); !errors.Is(err, control.ErrNoAnswerer) {
 		t.Errorf("asking on a topic nobody answers: %v", err)
 	}
 }

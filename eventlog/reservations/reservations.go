@@ -34,7 +34,9 @@ type Store struct {
 // Config tunes the store.
 type Config struct {
 	// Lease is how long a reservation holds against other holders; 0
-	// means DefaultLease.
+	// means DefaultLease, which the service runs with (its use cases
+	// append up to 15 s before a lease ends). Tests shorten it to play a
+	// holder that crashed.
 	Lease time.Duration
 	// Instance is a stable name of this instance (one process at a time).
 	Instance string

@@ -57,7 +57,7 @@ func (s *Service) holderOf(cmd *eventlog.Command) string {
 	if cmd.MsgID != "" {
 		return cmd.MsgID
 	}
-	return domain.NewID("rsv")
+	return domain.NewID("rsv_")
 }
 
 // reserveExternalIDs reserves each of the partner's external ids exts for

@@ -93,7 +93,7 @@ func (d *Grants) Use(ctx context.Context, hash string) (domain.DashboardGrant, b
 		return g, true, err
 	}
 	if _, err := d.kv.Update(ctx, hash, body, rev); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return g, true, ErrGrantUsed
 		}
 		return g, true, eventlog.NATSErr("dashboard grant use", err)

@@ -117,9 +117,7 @@ func (r *Recoveries) Update(ctx context.Context, rec Recovery) (Recovery, error)
 	rec.UpdatedAt = time.Now().UTC()
 	data, _ := json.Marshal(rec.WebhookRecovery)
 	rev, err := r.kv.Update(ctx, key, data, rec.Revision)
-	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)) {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return rec, fmt.Errorf("recovery %s: %w", key, ErrRecoveryMoved)
 	}
 	if err != nil {

@@ -192,7 +192,7 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 		if err == nil {
 			return claim(rev, true), nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if rev, ok := s.stored(ctx, id, data); ok {
 				return claim(rev, true), nil
 			}
@@ -277,7 +277,7 @@ func (s *Store) finish(ctx context.Context, c *Claim, data []byte, op string) er
 		if _, ok := s.stored(ctx, c.id, data); ok {
 			return nil
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) || attempt == finishAttempts {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt == finishAttempts {
 			return eventlog.NATSErr(op, err)
 		}
 		if err := eventlog.Backoff(ctx, attempt+finishBackoff); err != nil {

@@ -39,20 +39,27 @@ type Simulator struct {
 // the sandbox's Increase. roots, when set, are the certificates to trust
 // for an https edge with a private certificate (the service's own).
 func New(baseURL string, secrets Secrets, bank *increasesandbox.Sandbox, roots *x509.CertPool) *Simulator {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Every simulation posts to the one edge: keep a connection for each
-	// one running at once, where the default keeps two and dials the rest
-	// afresh every time.
-	tr.MaxIdleConnsPerHost = simulationConns
-	if roots != nil {
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	}
 	return &Simulator{
 		base:    strings.TrimRight(baseURL, "/"),
 		secrets: secrets,
 		bank:    bank,
-		client:  &http.Client{Transport: tr, Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client:  EdgeClient(roots),
 	}
+}
+
+// EdgeClient is the client that sends the sandbox's vendor webhooks to the
+// service's own edge, as the vendors would: it trusts roots, when set, for
+// an https edge with a private certificate, follows no redirect, and gives
+// up after 15 s. Every webhook goes to the one edge, so it keeps a
+// connection for each one sent at once, where the default keeps two and
+// dials the rest afresh every time.
+func EdgeClient(roots *x509.CertPool) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = simulationConns
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr, Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // simulationConns is how many idle connections to the edge the simulator

@@ -44,7 +44,7 @@ func (s *Stack) openBank(ctx context.Context) (bank, error) {
 	if c.AccountID == "" {
 		return bank{}, errors.New("production needs the Increase account the churches' account numbers are opened under: --increase-account-id")
 	}
-	client, err := increase.NewClient(c.BaseURL, c.APIKey, nil)
+	client, err := increase.NewClient(c.BaseURL, c.APIKey, vendorClient())
 	if err != nil {
 		return bank{}, err
 	}

@@ -21,7 +21,11 @@ import (
 func (s *Stack) identityVendor(sim *simulators.Simulator) (app.IdentityVerifier, http.Handler, error) {
 	cfg := s.Config
 	if cfg.Ledger.Env != domain.Sandbox {
-		client, err := stripeidentity.New(cfg.Stripe)
+		stripe := cfg.Stripe
+		if stripe.HTTPClient == nil {
+			stripe.HTTPClient = vendorClient()
+		}
+		client, err := stripeidentity.New(stripe)
 		if err != nil {
 			return nil, nil, fmt.Errorf("identity verification: %w", err)
 		}

@@ -2,18 +2,16 @@ package stack
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/partnergiving/giving/app"
 	"github.com/partnergiving/giving/domain"
+	"github.com/partnergiving/giving/simulators"
 	"github.com/partnergiving/giving/vendors/truv"
 	"github.com/partnergiving/giving/vendors/truv/truvfake"
 )
@@ -82,7 +80,7 @@ func (s *Stack) payrollVendor(secret []byte) (app.Payroll, http.Handler, error) 
 		if err != nil {
 			return nil, nil, err
 		}
-		client, err := truv.New(truv.Config{BaseURL: t.BaseURL, ClientID: t.ClientID, Secret: t.Secret})
+		client, err := truv.New(truv.Config{BaseURL: t.BaseURL, ClientID: t.ClientID, Secret: t.Secret, HTTPClient: vendorClient()})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -100,7 +98,7 @@ func (s *Stack) payrollVendor(secret []byte) (app.Payroll, http.Handler, error) 
 	standIn := truvfake.New(truvfake.Config{
 		ClientID: "sandbox", Secret: string(secret), HoldDone: true, Forget: true,
 		WebhookURL: public + "/edge/payroll", PublicURL: public + "/standin/truv",
-		HTTPClient: edgeClient(cfg.TLSRoots),
+		HTTPClient: simulators.EdgeClient(cfg.TLSRoots),
 	})
 	client, err := truv.New(truv.Config{
 		BaseURL: "http://truv.standin", ClientID: "sandbox", Secret: string(secret),
@@ -139,16 +137,6 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rec.Result(), nil
 }
 
-// edgeClient sends the sandbox stand-ins' webhooks to the service's own
-// edge, trusting its certificate when it serves https with a private one.
-func edgeClient(roots *x509.CertPool) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if roots != nil {
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	}
-	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
-}
-
 // originOf is the origin of an absolute URL, as a CSP source.
 func originOf(raw string) (string, error) {
 	u, err := url.Parse(raw)
@@ -157,3 +145,17 @@ func originOf(raw string) (string, error) {
 	}
 	return u.Scheme + "://" + u.Host, nil
 }
+
+// vendorClient is the client of a production vendor's API. Each vendor is
+// one host, and a burst of its webhooks (a payday's credits) calls back at
+// once: it keeps a connection for each call running at once, where the
+// default keeps two and makes every other call a fresh TLS handshake. The
+// vendor's client bounds each call's time.
+func vendorClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = vendorConns
+	return &http.Client{Transport: tr}
+}
+
+// vendorConns is how many idle connections to a vendor's API are kept.
+const vendorConns = 32

@@ -94,7 +94,12 @@ func NewClient(baseURL, apiKey string, hc *http.Client) (*Client, error) {
 		return nil, errors.New("increase: API key is empty")
 	}
 	if hc == nil {
-		hc = &http.Client{Timeout: defaultTimeout}
+		hc = &http.Client{}
+	}
+	if hc.Timeout == 0 {
+		bounded := *hc
+		bounded.Timeout = defaultTimeout
+		hc = &bounded
 	}
 	return &Client{base: u, apiKey: apiKey, http: hc}, nil
 }

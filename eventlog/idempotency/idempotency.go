@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -162,16 +163,15 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 			}
 			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
-		value, revision, found, err := s.current(ctx, id)
+		cur, revision, found, err := s.read(ctx, id, fingerprint)
+		if errors.Is(err, errUnconfirmed) {
+			return BeginResult{InFlight: true, RetryAfter: time.Second}, nil
+		}
 		if err != nil {
 			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		if !found {
 			continue // expired meanwhile; try to create again
-		}
-		var cur idemRecord
-		if err := json.Unmarshal(value, &cur); err != nil {
-			return BeginResult{}, eventlog.NATSErr("idempotency begin", err)
 		}
 		switch {
 		case cur.Fingerprint != fingerprint:
@@ -204,21 +204,50 @@ func (s *Store) Begin(ctx context.Context, scope, key, fingerprint string) (Begi
 
 // stored reports whether a write of data to the record whose answer did not
 // arrive (a node lost meanwhile) was stored after all: the record holds
-// exactly data (its nonce is this request's), and the claim is ours.
+// exactly data (its nonce is this request's), and the claim is ours. It
+// asks the bucket's leader, which knows every acknowledged write.
 func (s *Store) stored(ctx context.Context, id string, data []byte) (uint64, bool) {
-	value, revision, found, err := s.current(ctx, id)
+	value, revision, found, err := s.ledger.LeaderKV(ctx, s.kv, id)
 	if err != nil || !found || !bytes.Equal(value, data) {
 		return 0, false
 	}
 	return revision, true
 }
 
-// current reads a key's record as the bucket's leader knows it. On a
-// cluster a plain read may be answered by a replica that has not yet
-// applied an answer another instance already gave: a retry there would be
-// told the key is still running.
-func (s *Store) current(ctx context.Context, id string) (value []byte, revision uint64, found bool, err error) {
-	return s.ledger.LeaderKV(ctx, s.kv, id)
+// errUnconfirmed means a key's record could not be confirmed with the
+// bucket's leader (an election under way, a leader too busy to answer):
+// the request is told to retry in a moment.
+var errUnconfirmed = errors.New("idempotency record unconfirmed")
+
+// read reads a key's record. A plain read, answered by any replica, is
+// final when it shows an answer (a stored answer never changes) or
+// another request's fingerprint. Anything else (running, released) is
+// confirmed with the bucket's leader first: on a cluster a replica may not
+// have applied an answer another instance already gave, and a retry there
+// would be told the key is still running, or take it over.
+func (s *Store) read(ctx context.Context, id, fingerprint string) (idemRecord, uint64, bool, error) {
+	var cur idemRecord
+	entry, err := s.kv.Get(ctx, id)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return cur, 0, false, err
+	}
+	if err == nil {
+		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+			return cur, 0, false, err
+		}
+		if cur.State == "done" || cur.Fingerprint != fingerprint {
+			return cur, entry.Revision(), true, nil
+		}
+	}
+	value, revision, found, err := s.ledger.LeaderKV(ctx, s.kv, id)
+	if err != nil {
+		return cur, 0, false, fmt.Errorf("%w: %w", errUnconfirmed, err)
+	}
+	if !found {
+		return idemRecord{}, 0, false, nil
+	}
+	cur = idemRecord{}
+	return cur, revision, true, json.Unmarshal(value, &cur)
 }
 
 // abandoned reports whether a running record's request can no longer

@@ -15,7 +15,6 @@ import (
 	"github.com/partnergiving/giving/eventlog/eventlogtest"
 	"github.com/partnergiving/giving/httpapi"
 	"github.com/partnergiving/giving/internal/stack"
-	"github.com/partnergiving/giving/telemetry"
 )
 
 // The use cases run on a whole sandbox instance, built by the composition
@@ -239,22 +238,5 @@ func waitFor(t testing.TB, msg string, cond func() bool) {
 // another writer's so far, from its metrics.
 func (in *instance) appendConflicts(t testing.TB) float64 {
 	t.Helper()
-	families, err := in.Metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "giving_ledger_appends_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == telemetry.AppendConflict {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
+	return in.Metrics.AppendConflicts()
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
@@ -214,6 +216,17 @@ func HTTPMethod(method string) string {
 		return method
 	}
 	return "OTHER"
+}
+
+// AppendConflicts is how many appends the ledger refused so far because
+// their aggregate had moved on (AppendConflict): what the bench and the
+// tests count writers' races by.
+func (m *Metrics) AppendConflicts() float64 {
+	var out dto.Metric
+	if err := m.appends.WithLabelValues(AppendConflict).Write(&out); err != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
 }
 
 // LedgerAppend records one append's result and how long the ledger took.

@@ -192,3 +192,16 @@ func TestTracingIsOffUnlessAsked(t *testing.T) {
 		t.Error("OTEL_SDK_DISABLED=true must turn tracing off")
 	}
 }
+
+// AppendConflicts counts the appends refused for a moved-on aggregate, and
+// nothing else.
+func TestAppendConflicts(t *testing.T) {
+	m := telemetry.NewMetrics()
+	m.LedgerAppend(telemetry.AppendOK, time.Millisecond)
+	m.LedgerAppend(telemetry.AppendConflict, time.Millisecond)
+	m.LedgerAppend(telemetry.AppendDuplicate, time.Millisecond)
+	m.LedgerAppend(telemetry.AppendConflict, time.Millisecond)
+	if got := m.AppendConflicts(); got != 2 {
+		t.Fatalf("AppendConflicts = %v, want 2", got)
+	}
+}

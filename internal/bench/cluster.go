@@ -13,7 +13,6 @@ import (
 	"github.com/partnergiving/giving/eventlog"
 	"github.com/partnergiving/giving/eventlog/probe"
 	"github.com/partnergiving/giving/internal/stack"
-	"github.com/partnergiving/giving/telemetry"
 )
 
 // The cluster: the write path's workloads on a three-node JetStream
@@ -118,22 +117,7 @@ func (r *Report) clusterRun(ctx context.Context, dir, url string, n int, client 
 func appendConflicts(svcs []*service) float64 {
 	var total float64
 	for _, s := range svcs {
-		families, err := s.st.Metrics.Registry().Gather()
-		if err != nil {
-			continue
-		}
-		for _, f := range families {
-			if f.GetName() != "giving_ledger_appends_total" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "result" && l.GetValue() == telemetry.AppendConflict {
-						total += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
+		total += s.st.Metrics.AppendConflicts()
 	}
 	return total
 }

@@ -145,17 +145,3 @@ func originOf(raw string) (string, error) {
 	}
 	return u.Scheme + "://" + u.Host, nil
 }
-
-// vendorClient is the client of a production vendor's API. Each vendor is
-// one host, and a burst of its webhooks (a payday's credits) calls back at
-// once: it keeps a connection for each call running at once, where the
-// default keeps two and makes every other call a fresh TLS handshake. The
-// vendor's client bounds each call's time.
-func vendorClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = vendorConns
-	return &http.Client{Transport: tr}
-}
-
-// vendorConns is how many idle connections to a vendor's API are kept.
-const vendorConns = 32

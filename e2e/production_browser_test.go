@@ -54,9 +54,7 @@ func TestProductionEnrollsThroughTheVendors(t *testing.T) {
 		s := openSession(t, c, church, phone, "fixed", "25", "https://partner.example/done")
 		tb := b.tab(t)
 		tb.open(s.URL, "Confirm it's you")
-		tb.click("#send", "Confirm it's you")
-		tb.typeInto("#code", "424242")
-		tb.click("#confirm", "Agree to give")
+		tb.verifyPhoneWith("424242")
 		// Identity at Stripe's hosted page (the fake's), and back.
 		tb.consent("Check your identity")
 		tb.click("#identity", "Verify your identity")

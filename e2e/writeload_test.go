@@ -363,16 +363,30 @@ func checkReadBack(t *testing.T, client *http.Client, base string, j *writeJob) 
 		}
 		return sim["trace"].(string)
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+j.partner.APIKey)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	// A read waits for what the instance wrote to be applied, and answers
+	// 503 with Retry-After if that takes longer than it waits (an instance
+	// restarted under load catching up): a partner retries, as this does.
 	var got map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: read back %s: %d %v", j.kind, j.key, path, resp.StatusCode, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+j.partner.APIKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" && time.Now().Before(deadline) {
+			t.Logf("%s %s: read back %s: 503, retried", j.kind, j.key, path)
+			time.Sleep(time.Second)
+			continue
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: read back %s: %d %v %v", j.kind, j.key, path, resp.StatusCode, err, got)
+		}
+		break
 	}
 	for k, v := range got {
 		if w, ok := want[k]; ok && !reflect.DeepEqual(v, w) {

@@ -121,7 +121,7 @@ func (o *Operators) findKey(ctx context.Context, prefix string) (partnerID, keyI
 // true.
 func (o *Operators) scan(ctx context.Context, eventType string, visit func(domain.Event) bool) error {
 	filter := o.ledger.Subjects().OfType(eventType)
-	recs, pending, err := o.ledger.Read(ctx, filter, 0, scanPage)
+	recs, pending, err := o.ledger.Scan(ctx, filter, 0, scanPage)
 	return walkEvents(ctx, o.ledger, filter, recs, pending, err, func(_ eventlog.Record, ev domain.Event) bool { return visit(ev) })
 }
 
@@ -129,7 +129,7 @@ func (o *Operators) scan(ctx context.Context, eventType string, visit func(domai
 const scanPage = 1000
 
 // walkEvents hands visit each event matching filter, from the page read
-// first (recs, pending, err: a Read's answer) on through the pages after
+// first (recs, pending, err: a Scan's answer) on through the pages after
 // it, oldest first, until visit returns true or no event is left.
 func walkEvents(ctx context.Context, l Ledger, filter string, recs []eventlog.Record, pending uint64, err error, visit func(eventlog.Record, domain.Event) bool) error {
 	for {
@@ -148,7 +148,7 @@ func walkEvents(ctx context.Context, l Ledger, filter string, recs []eventlog.Re
 		if pending == 0 || len(recs) == 0 {
 			return nil
 		}
-		recs, pending, err = l.Read(ctx, filter, recs[len(recs)-1].Seq, scanPage)
+		recs, pending, err = l.Scan(ctx, filter, recs[len(recs)-1].Seq, scanPage)
 	}
 }
 
@@ -270,7 +270,7 @@ func (o *Operators) sealedWith(ctx context.Context, key string, from, to time.Ti
 // index puts from, so it costs the sessions in the span, not the history.
 func sessionsStored(ctx context.Context, l Ledger, from, to time.Time, visit func(*domain.SessionCreated) bool) error {
 	filter := l.Subjects().OfType("donor_session.created")
-	recs, pending, err := l.ReadSince(ctx, filter, from, scanPage)
+	recs, pending, err := l.ScanSince(ctx, filter, from, scanPage)
 	return walkEvents(ctx, l, filter, recs, pending, err, func(r eventlog.Record, ev domain.Event) bool {
 		return r.Stored.After(to) || visit(ev.Payload.(*domain.SessionCreated))
 	})

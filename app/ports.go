@@ -24,7 +24,8 @@ type Ledger interface {
 	History(ctx context.Context, partner, aggregate string) (eventlog.History, error)
 	Get(ctx context.Context, seq uint64) (eventlog.Record, error)
 	Read(ctx context.Context, filter string, after uint64, max int) ([]eventlog.Record, uint64, error)
-	ReadSince(ctx context.Context, filter string, since time.Time, max int) ([]eventlog.Record, uint64, error)
+	Scan(ctx context.Context, filter string, after uint64, max int) ([]eventlog.Record, uint64, error)
+	ScanSince(ctx context.Context, filter string, since time.Time, max int) ([]eventlog.Record, uint64, error)
 	LastOf(ctx context.Context, filter string) (uint64, error)
 	LastSeq(ctx context.Context) (uint64, error)
 	Subjects() eventlog.Subjects

@@ -8,7 +8,7 @@ import (
 // DirectLastForTest runs the ledger's direct get of the last message on
 // subject in stream.
 func (l *Ledger) DirectLastForTest(ctx context.Context, stream, subject string) (int, error) {
-	msgs, _, err := l.directMsgs(ctx, stream, directGetRequest{LastFor: subject})
+	msgs, _, err := directMsgs(ctx, l.nc, stream, directGetRequest{LastFor: subject})
 	return len(msgs), err
 }
 

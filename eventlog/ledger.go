@@ -76,10 +76,16 @@ type Ledger struct {
 	healed      chan struct{}
 	token       string // the embedded server's client token
 	nc          *nats.Conn
-	js          jetstream.JetStream
-	stream      jetstream.Stream
-	name        string
-	subjects    Subjects
+	// scans is a connection of its own for reads that walk many subjects
+	// (Scan): the server answers a connection's requests one after
+	// another, and such a read, which makes it walk its whole subject
+	// index, held up every append and key-value write queued behind it on
+	// nc for tens of milliseconds.
+	scans    *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	name     string
+	subjects Subjects
 
 	bucketsMu sync.Mutex
 	buckets   map[string]jetstream.KeyValue
@@ -163,11 +169,16 @@ func (l *Ledger) streamConfig() jetstream.StreamConfig {
 
 func (l *Ledger) connect() error {
 	if l.cfg.NATSURL != "" {
-		nc, err := nats.Connect(l.cfg.NATSURL, nats.Name(cmp.Or(l.cfg.Client, "giving")), nats.MaxReconnects(-1))
-		if err != nil {
-			return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
+		for _, conn := range []struct {
+			to   **nats.Conn
+			name string
+		}{{&l.nc, cmp.Or(l.cfg.Client, "giving")}, {&l.scans, cmp.Or(l.cfg.Client, "giving") + " scans"}} {
+			nc, err := nats.Connect(l.cfg.NATSURL, nats.Name(conn.name), nats.MaxReconnects(-1))
+			if err != nil {
+				return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
+			}
+			*conn.to = nc
 		}
-		l.nc = nc
 		return nil
 	}
 	if l.cfg.DataDir == "" {
@@ -206,7 +217,14 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 			return err
 		}
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(cmp.Or(l.cfg.Client, "giving")), nats.Token(token))
+	name := cmp.Or(l.cfg.Client, "giving")
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name), nats.Token(token))
+	if err == nil {
+		l.scans, err = nats.Connect("", nats.InProcessServer(srv), nats.Name(name+" scans"), nats.Token(token))
+		if err != nil {
+			nc.Close()
+		}
+	}
 	if err != nil {
 		srv.Shutdown()
 		_ = removeInstance(dir)
@@ -351,6 +369,9 @@ func (l *Ledger) Ping(ctx context.Context) error {
 
 // Close flushes and closes the connection and, when embedded, stops the server cleanly.
 func (l *Ledger) Close() {
+	if l.scans != nil {
+		l.scans.Close()
+	}
 	if l.nc != nil {
 		// Flush what was published; callers stop their consumers first.
 		_ = l.nc.FlushTimeout(5 * time.Second)

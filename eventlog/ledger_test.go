@@ -122,9 +122,9 @@ func TestReadFiltersByPartnerServerSide(t *testing.T) {
 	}
 }
 
-// ReadSince starts at the first matching event stored at or after a time,
+// ScanSince starts at the first matching event stored at or after a time,
 // found by the server, and reads on from there like Read.
-func TestReadSinceStartsAtATime(t *testing.T) {
+func TestScanSinceStartsAtATime(t *testing.T) {
 	ctx := context.Background()
 	l := eventlogtest.Open(t, domain.Sandbox)
 	a := createPartner(t, l, "A")
@@ -134,14 +134,14 @@ func TestReadSinceStartsAtATime(t *testing.T) {
 	b := createPartner(t, l, "B")
 	c := createPartner(t, l, "C")
 	filter := l.Subjects().OfType("partner.created")
-	recs, pending, err := l.ReadSince(ctx, filter, since, 1)
+	recs, pending, err := l.ScanSince(ctx, filter, since, 1)
 	if err != nil || len(recs) != 1 || recs[0].Partner != b || pending != 1 {
 		t.Fatalf("read since between A and B: %+v, %d pending, %v; want B and one more", recs, pending, err)
 	}
-	if recs, _, err := l.ReadSince(ctx, filter, since.Add(-time.Hour), 10); err != nil || len(recs) != 3 || recs[0].Partner != a || recs[2].Partner != c {
+	if recs, _, err := l.ScanSince(ctx, filter, since.Add(-time.Hour), 10); err != nil || len(recs) != 3 || recs[0].Partner != a || recs[2].Partner != c {
 		t.Fatalf("read since an hour ago: %+v, %v; want A, B and C", recs, err)
 	}
-	if recs, pending, err := l.ReadSince(ctx, filter, time.Now().Add(time.Minute), 10); err != nil || len(recs) != 0 || pending != 0 {
+	if recs, pending, err := l.ScanSince(ctx, filter, time.Now().Add(time.Minute), 10); err != nil || len(recs) != 0 || pending != 0 {
 		t.Fatalf("read since a minute from now: %+v, %d, %v; want nothing", recs, pending, err)
 	}
 }

@@ -240,19 +240,33 @@ func (l *Ledger) Read(ctx context.Context, filter string, after uint64, max int)
 	return l.readPage(ctx, directGetRequest{Seq: after + 1, NextFor: filter}, max)
 }
 
-// ReadSince is Read from the first event stored at or after since: the
+// Scan is Read for a filter that spans partners or aggregates (an event
+// type of every partner's: Subjects.OfType). The server walks its whole
+// subject index to answer it, tens of milliseconds once the ledger holds
+// many aggregates, so it goes over a connection of its own (Ledger.scans)
+// and holds up no request's writes.
+func (l *Ledger) Scan(ctx context.Context, filter string, after uint64, max int) ([]Record, uint64, error) {
+	return l.readPageOn(ctx, l.scans, directGetRequest{Seq: after + 1, NextFor: filter}, max)
+}
+
+// ScanSince is Scan from the first event stored at or after since: the
 // server finds its place from its index, so the cost follows the page, not
 // the history before it.
-func (l *Ledger) ReadSince(ctx context.Context, filter string, since time.Time, max int) ([]Record, uint64, error) {
+func (l *Ledger) ScanSince(ctx context.Context, filter string, since time.Time, max int) ([]Record, uint64, error) {
 	since = since.UTC()
-	return l.readPage(ctx, directGetRequest{StartTime: &since, NextFor: filter}, max)
+	return l.readPageOn(ctx, l.scans, directGetRequest{StartTime: &since, NextFor: filter}, max)
 }
 
 // readPage runs a batched direct get of up to n events (at least one)
 // where req starts it: the events, and how many more match beyond them.
 func (l *Ledger) readPage(ctx context.Context, req directGetRequest, n int) ([]Record, uint64, error) {
+	return l.readPageOn(ctx, l.nc, req, n)
+}
+
+// readPageOn is readPage over the connection nc.
+func (l *Ledger) readPageOn(ctx context.Context, nc *nats.Conn, req directGetRequest, n int) ([]Record, uint64, error) {
 	req.Batch = max(n, 1)
-	recs, pending, err := l.direct(ctx, req)
+	recs, pending, err := l.directOn(ctx, nc, req)
 	if errors.Is(err, ErrNotFound) {
 		return nil, 0, nil
 	}
@@ -348,7 +362,12 @@ func (l *Ledger) leaderLast(ctx context.Context, stream, subject string) (leader
 }
 
 func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, uint64, error) {
-	msgs, pending, err := l.directMsgs(ctx, l.name, req)
+	return l.directOn(ctx, l.nc, req)
+}
+
+// directOn is direct over the connection nc.
+func (l *Ledger) directOn(ctx context.Context, nc *nats.Conn, req directGetRequest) ([]Record, uint64, error) {
+	msgs, pending, err := directMsgs(ctx, nc, l.name, req)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -369,9 +388,9 @@ func (l *Ledger) direct(ctx context.Context, req directGetRequest) ([]Record, ui
 // serves the stream's direct gets yet, as right after the stream is
 // created or a node restarts) is asked again, a few times over under a
 // second, before it fails.
-func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
+func directMsgs(ctx context.Context, nc *nats.Conn, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
 	for attempt := 1; ; attempt++ {
-		msgs, pending, err := l.directOnce(ctx, stream, req)
+		msgs, pending, err := directOnce(ctx, nc, stream, req)
 		if !errors.Is(err, nats.ErrNoResponders) {
 			return msgs, pending, err
 		}
@@ -388,22 +407,22 @@ func (l *Ledger) directMsgs(ctx context.Context, stream string, req directGetReq
 // backoff's doubling, jittered waits, 0.4 to 0.8 s.
 const directAttempts = 10
 
-func (l *Ledger) directOnce(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
+func directOnce(ctx context.Context, nc *nats.Conn, stream string, req directGetRequest) ([]*nats.Msg, uint64, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, 0, err
 	}
-	inbox := l.nc.NewRespInbox()
+	inbox := nc.NewRespInbox()
 	// The answer is at most the batch and its end marker. A channel of that
 	// size, rather than SubscribeSync's 64k-slot one, keeps a small read
 	// from allocating half a megabyte.
 	msgs := make(chan *nats.Msg, max(req.Batch, 1)+1)
-	sub, err := l.nc.ChanSubscribe(inbox, msgs)
+	sub, err := nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
 		return nil, 0, NATSErr("direct get", err)
 	}
 	defer sub.Unsubscribe()
-	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
 		return nil, 0, NATSErr("direct get", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {

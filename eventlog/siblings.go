@@ -32,7 +32,7 @@ func (l *Ledger) Stream() jetstream.Stream { return l.stream }
 // get (asked again while no replica answers, as the ledger's reads are).
 // It returns ErrNotFound when none is stored.
 func (l *Ledger) DirectRead(ctx context.Context, stream, subject string, n int) ([]*nats.Msg, error) {
-	msgs, _, err := l.directMsgs(ctx, stream, directGetRequest{Seq: 1, NextFor: subject, Batch: n})
+	msgs, _, err := directMsgs(ctx, l.nc, stream, directGetRequest{Seq: 1, NextFor: subject, Batch: n})
 	return msgs, err
 }
 

@@ -266,7 +266,7 @@ func readAllRaw(ctx context.Context, l *Ledger, filter string) (int, error) {
 	var after uint64
 	n := 0
 	for {
-		msgs, pending, err := l.directMsgs(ctx, l.name, directGetRequest{Seq: after + 1, NextFor: filter, Batch: 256})
+		msgs, pending, err := directMsgs(ctx, l.nc, l.name, directGetRequest{Seq: after + 1, NextFor: filter, Batch: 256})
 		if errors.Is(err, ErrNotFound) {
 			return n, nil
 		}
@@ -594,7 +594,7 @@ func BenchmarkGuardCost(b *testing.B) {
 						g := pl.guarded(w, i)
 						expect := *own
 						if pl.load {
-							recs, _, err := l.directMsgs(ctx, "GUARD", directGetRequest{LastFor: g})
+							recs, _, err := directMsgs(ctx, l.nc, "GUARD", directGetRequest{LastFor: g})
 							switch {
 							case errors.Is(err, ErrNotFound):
 								expect = 0

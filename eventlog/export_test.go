@@ -3,6 +3,8 @@ package eventlog
 import (
 	"context"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // DirectLastForTest runs the ledger's direct get of the last message on
@@ -92,3 +94,17 @@ func SetStallAfterForTest(d time.Duration) (restore func()) {
 
 // StallsForTest is how many stalls of consumer m counted.
 var StallsForTest = stalls
+
+// RequestsByConnectionForTest is how many messages the embedded server has
+// taken in from each of the ledger's connections, by connection name.
+func (l *Ledger) RequestsByConnectionForTest() (map[string]int64, error) {
+	cz, err := l.srv.Connz(&server.ConnzOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, c := range cz.Conns {
+		out[c.Name] = c.InMsgs
+	}
+	return out, nil
+}

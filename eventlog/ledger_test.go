@@ -146,6 +146,41 @@ func TestScanSinceStartsAtATime(t *testing.T) {
 	}
 }
 
+// A scan across every partner goes over the ledger's second connection, and
+// a read of one aggregate over the first, with the appends: the server
+// answers a connection's requests one after another, and a scan, which
+// walks its whole subject index, must not hold up the writes behind it.
+func TestScansGoOverAConnectionOfTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	l := eventlogtest.Open(t, domain.Sandbox)
+	a := createPartner(t, l, "A")
+	before, err := l.RequestsByConnectionForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, _, err := l.Scan(ctx, l.Subjects().OfType("partner.created"), 0, 10); err != nil || len(recs) != 1 || recs[0].Partner != a {
+		t.Fatalf("scan: %+v, %v; want A", recs, err)
+	}
+	afterScan, err := l.RequestsByConnectionForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, _, err := l.Read(ctx, l.Subjects().Aggregate(a, a), 0, 10); err != nil || len(recs) != 1 {
+		t.Fatalf("read: %+v, %v; want A's event", recs, err)
+	}
+	afterRead, err := l.RequestsByConnectionForTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const main, scans = "giving", "giving scans"
+	if len(before) != 2 || afterScan[scans] != before[scans]+1 || afterScan[main] != before[main] {
+		t.Fatalf("a scan: requests by connection %v, then %v; want one more on %q only", before, afterScan, scans)
+	}
+	if afterRead[main] != afterScan[main]+1 || afterRead[scans] != afterScan[scans] {
+		t.Fatalf("a read: requests by connection %v, then %v; want one more on %q only", afterScan, afterRead, main)
+	}
+}
+
 // Two connections to one ledger stand for two instances: their commands on
 // one aggregate conflict for real, and each loser reloads and decides again.
 func TestExecuteAcrossInstancesRetriesConflicts(t *testing.T) {

@@ -169,15 +169,12 @@ func (l *Ledger) streamConfig() jetstream.StreamConfig {
 
 func (l *Ledger) connect() error {
 	if l.cfg.NATSURL != "" {
-		for _, conn := range []struct {
-			to   **nats.Conn
-			name string
-		}{{&l.nc, cmp.Or(l.cfg.Client, "giving")}, {&l.scans, cmp.Or(l.cfg.Client, "giving") + " scans"}} {
-			nc, err := nats.Connect(l.cfg.NATSURL, nats.Name(conn.name), nats.MaxReconnects(-1))
-			if err != nil {
-				return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
-			}
-			*conn.to = nc
+		var err error
+		l.nc, l.scans, err = l.connectTwice(func(name string) (*nats.Conn, error) {
+			return nats.Connect(l.cfg.NATSURL, nats.Name(name), nats.MaxReconnects(-1))
+		})
+		if err != nil {
+			return fmt.Errorf("connect to nats %s: %w", RedactURL(l.cfg.NATSURL), err)
 		}
 		return nil
 	}
@@ -193,6 +190,20 @@ func (l *Ledger) connect() error {
 		return err
 	}
 	return nil
+}
+
+// connectTwice makes the ledger's two connections with dial, which names
+// each: the main one and the one for scans (Ledger.scans).
+func (l *Ledger) connectTwice(dial func(name string) (*nats.Conn, error)) (main, scans *nats.Conn, err error) {
+	name := cmp.Or(l.cfg.Client, "giving")
+	if main, err = dial(name); err != nil {
+		return nil, nil, err
+	}
+	if scans, err = dial(name + " scans"); err != nil {
+		main.Close()
+		return nil, nil, err
+	}
+	return main, scans, nil
 }
 
 // startEmbedded runs the embedded server on the locked data directory and
@@ -217,20 +228,15 @@ func (l *Ledger) startEmbedded(lock *flock.Flock) error {
 			return err
 		}
 	}
-	name := cmp.Or(l.cfg.Client, "giving")
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name), nats.Token(token))
-	if err == nil {
-		l.scans, err = nats.Connect("", nats.InProcessServer(srv), nats.Name(name+" scans"), nats.Token(token))
-		if err != nil {
-			nc.Close()
-		}
-	}
+	nc, scans, err := l.connectTwice(func(name string) (*nats.Conn, error) {
+		return nats.Connect("", nats.InProcessServer(srv), nats.Name(name), nats.Token(token))
+	})
 	if err != nil {
 		srv.Shutdown()
 		_ = removeInstance(dir)
 		return NATSErr("connect to embedded nats", err)
 	}
-	l.srv, l.nc, l.token, l.lock, l.health = srv, nc, token, lock, health
+	l.srv, l.nc, l.scans, l.token, l.lock, l.health = srv, nc, scans, token, lock, health
 	ctx, stop := context.WithCancel(context.Background())
 	l.stopHealing, l.healed = stop, make(chan struct{})
 	go func() {
